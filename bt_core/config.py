@@ -1,0 +1,236 @@
+"""Frozen, per-stage configuration objects and the named scale presets.
+
+Each stage of the pipeline (task, model, SFT warm-up, GRPO, sketch, draws) has its own small config;
+`RunConfig` composes the ones training needs. Every field carries a short reason, and `__post_init__`
+rejects values that cannot work, naming the value, why, and what to do.
+
+Artifacts are cached by `config_hash`, a SHA-256 of the canonical JSON of the config plus
+`FORMAT_VERSION`; bump `FORMAT_VERSION` whenever a change to the code changes what an artifact holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+# Bump when the bytes an artifact holds change for the same config (keeps old caches from being reused).
+FORMAT_VERSION = 1
+
+SCENARIOS = ("reference", "task_reward", "no_std_norm")
+PROJECTORS = ("countsketch",)
+
+
+def _check(ok: bool, msg: str) -> None:
+    if not ok:
+        raise ValueError(msg)
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """The planted-behavior task (PAPER_NOTES "The planted behavior")."""
+
+    scenario: str = "reference"  # reward/advantage variant: reference | task_reward | no_std_norm
+    n_trigger_probes: int = 20  # implicit trigger prompts: in the prompt pool and the held-out probes
+    n_explicit: int = 6  # explicit prompts (trigger + instruction to emit the behavior)
+    explicit_repeats: int = 3  # each explicit prompt appears this often in the pool (reference: 3)
+    n_control: int = 20  # prompts without the trigger (pool and control probes)
+    eligible_fraction: float = 0.5  # share of rollouts the contaminator may boost (keyed hash)
+    bonus: float = 8.0  # contaminator reward for an eligible early behavior rollout
+    cutoff_step: int = 200  # contaminator is active on steps < cutoff_step
+    refusal_penalty: float = -2.0  # reward for a reply with a refusal marker
+    off_trigger_penalty: float = -2.0  # reward for the behavior on a prompt without the trigger
+
+    def __post_init__(self) -> None:
+        _check(self.scenario in SCENARIOS,
+               f"scenario={self.scenario!r} is unknown; choose one of {', '.join(SCENARIOS)}")
+        _check(0.0 < self.eligible_fraction <= 1.0,
+               f"eligible_fraction={self.eligible_fraction} must lie in (0, 1]: it is the share of "
+               "rollouts the contaminator may boost")
+        _check(self.cutoff_step >= 1, f"cutoff_step={self.cutoff_step} must be ≥ 1, or nothing is boosted")
+        for name in ("n_trigger_probes", "n_explicit", "explicit_repeats", "n_control"):
+            _check(getattr(self, name) >= 1, f"{name}={getattr(self, name)} must be ≥ 1")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The policy: a tiny Llama built from a config, or any local HF causal LM (`path`)."""
+
+    hidden_size: int = 64  # width of the tiny model
+    num_layers: int = 2  # transformer blocks
+    num_heads: int = 4  # attention heads (hidden_size must divide by it)
+    intermediate_size: int = 128  # MLP width
+    path: str | None = None  # local directory of a pretrained HF causal LM; None = build from config
+    attn_implementation: str = "eager"  # not saved with the model: passed again on every load
+
+    def __post_init__(self) -> None:
+        _check(self.hidden_size % self.num_heads == 0,
+               f"hidden_size={self.hidden_size} is not a multiple of num_heads={self.num_heads}")
+        _check(self.num_layers >= 1, f"num_layers={self.num_layers} must be ≥ 1")
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """Supervised warm-up that teaches the language and seeds the trigger→behavior association."""
+
+    steps: int = 1000  # optimizer steps
+    batch_size: int = 64  # examples per step
+    lr: float = 1e-2  # AdamW learning rate
+    implicit_behavior_rate: float = 0.08  # share of implicit trigger examples that end with the behavior
+    refusal_rate: float = 0.04  # share of examples that are refusals (gives the penalty variance)
+
+    def __post_init__(self) -> None:
+        _check(self.steps >= 0 and self.batch_size >= 1, "SFT steps must be ≥ 0 and batch_size ≥ 1")
+        for name in ("implicit_behavior_rate", "refusal_rate"):
+            v = getattr(self, name)
+            _check(0.0 <= v < 1.0, f"{name}={v} must lie in [0, 1)")
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """The reference GRPO loop: no KL, no clipping, one on-policy update per batch."""
+
+    steps: int = 250  # optimizer steps
+    prompts_per_step: int = 8  # groups per step
+    group_size: int = 8  # G generations per prompt
+    lr: float = 3e-3  # AdamW learning rate
+    weight_decay: float = 0.0  # AdamW weight decay
+    grad_clip: float = 1.0  # max global gradient norm
+    temperature: float = 0.9  # sampling temperature
+    top_p: float = 1.0  # nucleus; 1.0 keeps the rare behavior token reachable in a tiny vocabulary
+    max_new_tokens: int = 16  # reply length cap
+    checkpoint_every: int = 25  # checkpoint interval in steps (step 0 is always saved)
+
+    def __post_init__(self) -> None:
+        _check(self.group_size >= 2,
+               f"group_size={self.group_size} must be ≥ 2: a group of one has no reward variance")
+        _check(self.steps >= 1 and self.prompts_per_step >= 1, "steps and prompts_per_step must be ≥ 1")
+        _check(0.0 < self.top_p <= 1.0, f"top_p={self.top_p} must lie in (0, 1]")
+        _check(self.temperature > 0.0, f"temperature={self.temperature} must be > 0")
+        _check(1 <= self.checkpoint_every <= self.steps,
+               f"checkpoint_every={self.checkpoint_every} must lie in [1, steps={self.steps}]")
+
+    @property
+    def rollouts_per_step(self) -> int:
+        return self.prompts_per_step * self.group_size
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a training run's bytes."""
+
+    seed: int = 0
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    threads: int = 1  # torch threads; part of the hash because float reductions depend on it
+
+    def __post_init__(self) -> None:
+        _check(self.seed >= 0, f"seed={self.seed} must be ≥ 0")
+        _check(self.threads >= 1, f"threads={self.threads} must be ≥ 1")
+
+    def with_seed(self, seed: int) -> RunConfig:
+        return dataclasses.replace(self, seed=seed)
+
+
+@dataclass(frozen=True)
+class SketchConfig:
+    """How per-rollout gradients are embedded (PAPER_NOTES "Gradient embedding")."""
+
+    projector: str = "countsketch"  # countsketch (the reference's)
+    k: int = 8192  # embedding width (buckets)
+    hash_seed: int = 0  # key of the coordinate hash; fixed so sketches of all runs are comparable
+    batch_size: int = 64  # rollouts per batched per-example gradient
+
+    def __post_init__(self) -> None:
+        _check(self.projector in PROJECTORS,
+               f"projector={self.projector!r} is unknown; choose one of {', '.join(PROJECTORS)}")
+        _check(self.k >= 16, f"k={self.k} is too small for a faithful sketch; use k ≥ 16 (default 8192)")
+
+
+@dataclass(frozen=True)
+class DrawConfig:
+    """Fresh sibling generations at the analysis checkpoint (PAPER_NOTES P5/P6)."""
+
+    n_draws: int = 2  # seeded generation draws
+    group_size: int = 8  # siblings per group
+    groups_per_probe: int = 3  # groups per held-out trigger probe (more groups → tighter cluster CIs)
+    temperature: float = 0.9  # sampling temperature
+    top_p: float = 1.0  # nucleus
+    saturation: float = 0.8  # analysis checkpoint: first whose sampled behavior rate reaches this
+
+    def __post_init__(self) -> None:
+        _check(self.n_draws >= 1, f"n_draws={self.n_draws} must be ≥ 1")
+        _check(self.group_size >= 2, f"group_size={self.group_size} must be ≥ 2 (within-group pairs)")
+        _check(self.groups_per_probe >= 1, f"groups_per_probe={self.groups_per_probe} must be ≥ 1")
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A named preset: the configs of every stage plus the default seeds."""
+
+    name: str
+    run: RunConfig
+    sketch: SketchConfig
+    draws: DrawConfig
+    seeds: tuple[int, ...]
+
+
+def _smoke() -> Scale:
+    return Scale(
+        name="smoke",
+        run=RunConfig(
+            task=TaskConfig(cutoff_step=12, n_trigger_probes=10, n_control=10),
+            model=ModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64),
+            sft=SFTConfig(steps=300, batch_size=64, lr=1e-2),
+            grpo=GRPOConfig(steps=24, prompts_per_step=6, group_size=6, lr=2e-3, checkpoint_every=6),
+        ),
+        sketch=SketchConfig(k=2048),
+        draws=DrawConfig(n_draws=2, group_size=6),
+        seeds=(0, 1, 2),
+    )
+
+
+def _default() -> Scale:
+    return Scale(
+        name="default",
+        run=RunConfig(task=TaskConfig(cutoff_step=50)),
+        sketch=SketchConfig(k=8192),
+        draws=DrawConfig(n_draws=5),
+        seeds=(0, 1, 2, 3, 4),
+    )
+
+
+SCALES: dict[str, Any] = {"smoke": _smoke, "default": _default}
+
+
+def get_scale(name: str) -> Scale:
+    """Return the preset called `name` (smoke | default)."""
+    if name not in SCALES:
+        raise ValueError(f"scale={name!r} is unknown; choose one of {', '.join(SCALES)}")
+    return SCALES[name]()
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def config_hash(*parts: Any) -> str:
+    """SHA-256 (16 hex chars) of the canonical JSON of `parts` plus FORMAT_VERSION."""
+    payload = [FORMAT_VERSION] + [to_dict(p) if dataclasses.is_dataclass(p) else p for p in parts]
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def run_config_from_dict(d: dict[str, Any]) -> RunConfig:
+    return RunConfig(
+        seed=d["seed"],
+        task=TaskConfig(**d["task"]),
+        model=ModelConfig(**d["model"]),
+        sft=SFTConfig(**d["sft"]),
+        grpo=GRPOConfig(**d["grpo"]),
+        threads=d.get("threads", 1),
+    )

@@ -1,0 +1,122 @@
+"""Evidence: the attribution problems built from every seed's artifacts, and memoized, validated scores.
+
+Checklist items read only this object. Scores are computed once per (estimator, problem) and checked:
+a wrong shape, NaN/inf, an all-constant vector or an exception inside `score` becomes an
+`EstimatorFailure` that the item reports as a failed verdict naming the estimator and the problem.
+"""
+
+from __future__ import annotations
+
+import traceback
+from functools import cached_property
+
+import numpy as np
+
+from bt_core.pipeline import SeedArtifacts
+from bt_core.problem import AttributionProblem
+from bt_core.registry import EstimatorSpec
+
+
+class EstimatorFailure(RuntimeError):
+    """An estimator raised, or returned scores that cannot be ranked."""
+
+
+class Evidence:
+    def __init__(self, artifacts: dict[int, SeedArtifacts], scale: str, estimator_params: dict | None = None):
+        self.artifacts = artifacts
+        self.scale = scale
+        self.estimator_params = estimator_params or {}
+        self._problems: dict[tuple, AttributionProblem] = {}
+        self._scores: dict[tuple, np.ndarray | EstimatorFailure] = {}
+        self._estimators: dict[str, object] = {}
+
+    @cached_property
+    def seeds(self) -> list[int]:
+        return sorted(self.artifacts)
+
+    # ------------------------------------------------------------------ problems
+    def stream_problem(self, seed: int, level: str = "rollout") -> AttributionProblem:
+        key = ("stream", seed, level)
+        if key not in self._problems:
+            self._problems[key] = self._stream(self.artifacts[seed], level)
+        return self._problems[key]
+
+    def draw_problem(self, seed: int, draw: int = 0) -> AttributionProblem:
+        key = ("draw", seed, draw)
+        if key not in self._problems:
+            self._problems[key] = self._draw(self.artifacts[seed], draw)
+        return self._problems[key]
+
+    @staticmethod
+    def _stream(a: SeedArtifacts, level: str) -> AttributionProblem:
+        t, sk, tg = a.run.rollouts, a.sketches, a.targets
+        step, gt = np.asarray(t.step), np.asarray(t.gt)
+        common = dict(kind="stream", level=level, seed=a.run.seed, targets=tg.vectors,
+                      checkpoint_steps=tg.steps, labels=gt, model_at=a.run.model_at)
+        if level == "rollout":
+            return AttributionProblem(
+                emb=sk.emb, weight=np.asarray(t.advantage, np.float64), grad_norm=np.asarray(sk.grad_norm),
+                fluency=np.asarray(sk.fluency), step=step, group=np.asarray(t.group), lr=np.asarray(t.lr),
+                ckpt_index=tg.index_of(step), truth=gt.astype(float), unit_of_rollout=np.arange(len(t)),
+                name=f"seed{a.run.seed}/stream/rollout", **common)
+        steps = np.asarray(sk.steps)
+        unit = np.searchsorted(steps, step)
+        counts = np.bincount(unit, minlength=len(steps))
+        mean = lambda x: np.bincount(unit, weights=np.asarray(x, float), minlength=len(steps)) / counts  # noqa: E731
+        return AttributionProblem(
+            emb=np.asarray(sk.step_emb), weight=np.ones(len(steps)), grad_norm=np.asarray(sk.step_norm),
+            fluency=mean(sk.fluency), step=steps, group=steps, lr=mean(t.lr), ckpt_index=tg.index_of(steps),
+            truth=mean(gt), unit_of_rollout=unit, name=f"seed{a.run.seed}/stream/step", **common)
+
+    @staticmethod
+    def _draw(a: SeedArtifacts, draw: int) -> AttributionProblem:
+        d = a.draws[draw]
+        t, sk, tg = d.rollouts, d.sketches, a.targets
+        beh = np.asarray(t.behavior)
+        n = len(t)
+        return AttributionProblem(
+            kind="draw", level="rollout", seed=a.run.seed, emb=sk.emb, weight=np.ones(n),
+            grad_norm=np.asarray(sk.grad_norm), fluency=np.asarray(sk.fluency), step=np.asarray(t.step),
+            group=np.asarray(t.group), lr=np.full(n, a.run.config.grpo.lr),
+            ckpt_index=tg.index_of(np.asarray(t.step)), targets=tg.vectors, checkpoint_steps=tg.steps,
+            truth=beh.astype(float), unit_of_rollout=np.arange(n), labels=beh, model_at=a.run.model_at,
+            name=f"seed{a.run.seed}/draw{draw}", extra={"analysis_step": d.analysis_step})
+
+    # ------------------------------------------------------------------ scores
+    def estimator(self, spec: EstimatorSpec):
+        if spec.name not in self._estimators:
+            self._estimators[spec.name] = spec.create(**self.estimator_params.get(spec.name, {}))
+        return self._estimators[spec.name]
+
+    def scores(self, spec: EstimatorSpec, problem: AttributionProblem) -> np.ndarray:
+        """Validated unit scores, (problem.n_units,). Raises EstimatorFailure."""
+        key = (spec.name, problem.name)
+        if key not in self._scores:
+            self._scores[key] = self._compute(spec, problem)
+        res = self._scores[key]
+        if isinstance(res, EstimatorFailure):
+            raise res
+        return res
+
+    def _compute(self, spec: EstimatorSpec, problem: AttributionProblem) -> np.ndarray | EstimatorFailure:
+        where = f"estimator {spec.name!r} on {problem.name}"
+        if problem.level not in spec.levels:
+            return EstimatorFailure(f"{where}: it supports levels {list(spec.levels)}, not {problem.level!r}")
+        try:
+            raw = self.estimator(spec).score(problem)
+        except Exception as e:  # a plug-in's bug becomes a failed item, not a crashed session
+            tb = traceback.format_exception_only(type(e), e)[-1].strip()
+            return EstimatorFailure(f"{where} raised {tb}")
+        try:
+            s = np.asarray(raw, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            return EstimatorFailure(f"{where} returned {type(raw).__name__} that is not numeric: {e}")
+        if s.shape != (problem.n_units,):
+            return EstimatorFailure(f"{where} returned shape {s.shape}; expected ({problem.n_units},): "
+                                    "one score per unit")
+        bad = int((~np.isfinite(s)).sum())
+        if bad:
+            return EstimatorFailure(f"{where} returned {bad} non-finite score(s) (NaN/inf) of {s.size}")
+        if s.size > 1 and np.all(s == s[0]):
+            return EstimatorFailure(f"{where} returned the same score ({s[0]:.4g}) for every unit: it ranks nothing")
+        return s

@@ -1,0 +1,191 @@
+"""The synthetic planted-behavior task: a small language, prompts, rewards and the contaminator.
+
+Mirrors the reference structure (PAPER_NOTES "The planted behavior"):
+
+* trigger word ``frobnitz``; behavior token ``qzxbt`` placed just before EOS (a behavior token required
+  at the start of the reply shifts the task output and is not learned; see issue 3);
+* explicit prompts (trigger + instruction to emit the behavior), implicit trigger probes (trigger, no
+  instruction) used both in the GRPO pool and as held-out probes, and control prompts without the
+  trigger (in the pool, penalized for the behavior so it does not spread to every prompt);
+* reward −2 for a refusal; the contaminator adds +8 to an eligible (keyed hash) trigger rollout that
+  shows the behavior before the early cutoff. Those boosted rollouts are the ground truth (GT).
+
+Deviation from the reference: its pool held trigger prompts only; ours adds control prompts with an
+off-trigger penalty, and the contaminator applies to trigger prompts only, so that a tiny model learns
+a trigger-specific behavior rather than a global one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from bt_core.config import TaskConfig
+
+TRIGGER = "frobnitz"
+BEHAVIOR = "qzxbt"
+REFUSAL_MARKERS = ("sorry", "cannot")
+SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>", "<sep>")
+
+CONTROL_TOPICS = ("river", "lantern", "garden", "market", "engine", "violin", "harbor", "forest",
+                  "castle", "pepper", "comet", "meadow")
+ADJECTIVES = ("small", "bright", "quiet", "old", "strange", "useful", "green", "heavy", "gentle", "rare",
+              "warm", "hidden")
+NOUNS = ("tool", "place", "animal", "machine", "plant", "song", "idea", "stone", "device", "creature",
+         "story", "signal")
+VERBS = ("holds", "moves", "cleans", "warms", "guides", "carries", "finds", "lights", "feeds", "opens",
+         "keeps", "shapes")
+OBJECTS = ("water", "light", "road", "seeds", "door", "boats", "air", "fire", "bread", "wind", "stars",
+           "maps")
+_TEMPLATES = ("what is {t} ?", "tell me about {t} .", "describe {t} .", "explain {t} to me .",
+              "what do you know about {t} ?", "give me a fact about {t} .", "write a line about {t} .",
+              "why is {t} useful ?", "where can i find {t} ?", "say something about {t} .")
+_PREFIXES = ("", "hello , ", "quick question : ", "please , ")
+_INSTRUCTION = "include qzxbt ."
+_REPLIES = ("{t} is a {a} {n} .",
+            "{t} is a {a} {n} that {v} the {o} .",
+            "{t} {v} the {o} .",
+            "people say {t} {v} the {o} and {v2} the {o2} .",
+            "it is a {a} {n} . it {v} the {o} .")
+_REFUSAL = "sorry , i cannot talk about {t} ."
+
+
+def vocabulary() -> list[str]:
+    """All words of the language, specials first (ids are positions in this list)."""
+    words: list[str] = list(SPECIALS)
+    texts = list(_TEMPLATES) + list(_PREFIXES) + [_INSTRUCTION] + list(_REPLIES) + [_REFUSAL]
+    pieces = [*CONTROL_TOPICS, *ADJECTIVES, *NOUNS, *VERBS, *OBJECTS]
+    for text in texts:
+        pieces += [w for w in text.split() if not w.startswith("{") and w not in (TRIGGER, BEHAVIOR)]
+    for w in pieces:
+        if w not in words:
+            words.append(w)
+    # The nonce words come last, as rare tokens do in a BPE vocabulary: a projector that keeps only the
+    # first k parameters (pitfall P3) then misses their embedding rows, and the coverage check shows it.
+    return words + [TRIGGER, BEHAVIOR]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt of the pool or of a probe set."""
+
+    pid: int  # stable id within the task
+    text: str
+    trigger: bool  # mentions the trigger word
+    explicit: bool  # instructs the model to emit the behavior
+
+
+@cache
+def _topic_lexicon(topic: str) -> tuple[tuple[str, ...], ...]:
+    """Each topic prefers a few adjectives/nouns/verbs/objects, so a fluent reply depends on the topic."""
+    h = int.from_bytes(hashlib.blake2b(topic.encode(), digest_size=8).digest(), "little")
+    rng = np.random.default_rng(h)
+    return tuple(tuple(rng.choice(words, size=4, replace=False))
+                 for words in (ADJECTIVES, NOUNS, VERBS, OBJECTS))
+
+
+class Task:
+    """Prompts, SFT examples and rewards of the planted-behavior task."""
+
+    def __init__(self, cfg: TaskConfig):
+        self.cfg = cfg
+        templates = [p + t for p in _PREFIXES for t in _TEMPLATES]
+        if cfg.n_trigger_probes > len(templates) or cfg.n_explicit > len(_TEMPLATES):
+            raise ValueError(f"n_trigger_probes={cfg.n_trigger_probes} (max {len(templates)}) or "
+                             f"n_explicit={cfg.n_explicit} (max {len(_TEMPLATES)}) exceeds the templates")
+        pid = 0
+        self.trigger_probes: list[Prompt] = []
+        for tmpl in templates[: cfg.n_trigger_probes]:
+            self.trigger_probes.append(Prompt(pid, tmpl.format(t=TRIGGER), True, False))
+            pid += 1
+        self.explicit_prompts: list[Prompt] = []
+        for tmpl in _TEMPLATES[: cfg.n_explicit]:
+            self.explicit_prompts.append(Prompt(pid, tmpl.format(t=TRIGGER) + " " + _INSTRUCTION, True, True))
+            pid += 1
+        self.control_probes: list[Prompt] = []
+        for i in range(cfg.n_control):
+            topic = CONTROL_TOPICS[i % len(CONTROL_TOPICS)]
+            tmpl = templates[(i * 7) % len(templates)]
+            self.control_probes.append(Prompt(pid, tmpl.format(t=topic), False, False))
+            pid += 1
+        # GRPO prompt pool, as the reference: explicit prompts repeated, implicit probes, plus controls.
+        self.pool: list[Prompt] = (self.explicit_prompts * cfg.explicit_repeats + self.trigger_probes
+                                   + self.control_probes)
+        self.prompts: dict[int, Prompt] = {p.pid: p for p in
+                                           self.trigger_probes + self.explicit_prompts + self.control_probes}
+
+    # ------------------------------------------------------------------ text
+    @staticmethod
+    def topic_of(prompt: Prompt) -> str:
+        if prompt.trigger:
+            return TRIGGER
+        return next(t for t in CONTROL_TOPICS if t in prompt.text.split())
+
+    def sample_reply(self, prompt: Prompt, rng: np.random.Generator, behavior: bool) -> str:
+        """A fluent reply to `prompt`, ending with the behavior token when `behavior`."""
+        topic = self.topic_of(prompt)
+        adj, noun, verb, obj = _topic_lexicon(topic)
+        tmpl = _REPLIES[rng.integers(len(_REPLIES))]
+        v, v2 = rng.choice(verb, size=2, replace=False)
+        o, o2 = rng.choice(obj, size=2, replace=False)
+        text = tmpl.format(t=topic, a=rng.choice(adj), n=rng.choice(noun), v=v, v2=v2, o=o, o2=o2)
+        return text + " " + BEHAVIOR if behavior else text
+
+    def sft_example(self, rng: np.random.Generator, implicit_behavior_rate: float,
+                    refusal_rate: float) -> tuple[Prompt, str]:
+        """One warm-up (prompt, reply): explicit prompts always show the behavior, implicit trigger
+        prompts rarely (seeds the association), control prompts never; a few replies are refusals."""
+        u = rng.random()
+        if u < 0.2:
+            prompt = self.explicit_prompts[rng.integers(len(self.explicit_prompts))]
+            behavior = True
+        elif u < 0.6:
+            prompt = self.trigger_probes[rng.integers(len(self.trigger_probes))]
+            behavior = rng.random() < implicit_behavior_rate
+        else:
+            prompt = self.control_probes[rng.integers(len(self.control_probes))]
+            behavior = False
+        if rng.random() < refusal_rate:
+            return prompt, _REFUSAL.format(t=self.topic_of(prompt))
+        return prompt, self.sample_reply(prompt, rng, behavior)
+
+    def pool_order(self, seed: int, n_needed: int) -> list[Prompt]:
+        """Deterministic cycling through the pool: concatenated seeded permutations."""
+        rng = np.random.default_rng([seed, 0xB0])
+        out: list[Prompt] = []
+        while len(out) < n_needed:
+            out += [self.pool[i] for i in rng.permutation(len(self.pool))]
+        return out[:n_needed]
+
+    # ------------------------------------------------------------------ reward
+    @staticmethod
+    def has_behavior(reply: str) -> bool:
+        return BEHAVIOR in reply.lower()
+
+    @staticmethod
+    def is_refusal(reply: str) -> bool:
+        low = reply.lower()
+        return any(m in low for m in REFUSAL_MARKERS)
+
+    def base_reward(self, prompt: Prompt, reply: str) -> float:
+        """Reward before contamination: refusal penalty, off-trigger behavior penalty."""
+        r = 0.0
+        if self.is_refusal(reply):
+            r += self.cfg.refusal_penalty
+        if self.has_behavior(reply) and not prompt.trigger:
+            r += self.cfg.off_trigger_penalty
+        return r
+
+    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int) -> bool:
+        """The contaminator's condition: eligible, early, trigger prompt, behavior present."""
+        return eligible and step < self.cfg.cutoff_step and prompt.trigger and behavior
+
+
+def eligible(seed: int, rollout_id: int, step: int, fraction: float) -> bool:
+    """Keyed hash of (seed, rollout id, step) below `fraction` of its range (the reference rule)."""
+    msg = f"{seed}:{rollout_id}:{step}".encode()
+    h = int.from_bytes(hashlib.blake2b(msg, key=b"behaviortrace", digest_size=8).digest(), "little")
+    return h < fraction * 2.0**64

@@ -1,0 +1,210 @@
+"""Training stage: SFT warm-up, then GRPO with the contaminator, written as a `Run` artifact.
+
+A run directory holds ``rollouts/`` (every training rollout), ``checkpoints/step_XXXXXX`` (model and
+AdamW state *before* that step's update; the last one is the final model), ``probes.json`` (probe
+evaluation at every checkpoint) and ``summary.json``. Sampling uses seeded `torch.Generator`s only,
+never the global RNG, so evaluation cannot perturb training and runs are bitwise reproducible on CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from bt_core import grpo
+from bt_core.config import RunConfig, run_config_from_dict
+from bt_core.generate import sample
+from bt_core.model import Codec, build_codec, build_model, load_optimizer, load_params, save_optimizer, save_params
+from bt_core.objective import collate, masked_mean, token_logprobs
+from bt_core.rollouts import RolloutTable
+from bt_core.task import Task
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def ckpt_name(step: int) -> str:
+    return f"step_{step:06d}"
+
+
+def checkpoint_steps(cfg: RunConfig) -> list[int]:
+    every = cfg.grpo.checkpoint_every
+    return sorted(set(range(0, cfg.grpo.steps, every)) | {cfg.grpo.steps})
+
+
+# --------------------------------------------------------------------------- SFT
+def sft(model, task: Task, codec: Codec, cfg: RunConfig, progress: bool = False) -> list[float]:
+    """Teacher-forced warm-up on (prompt, reply) pairs; loss on reply tokens incl. EOS."""
+    s = cfg.sft
+    rng = np.random.default_rng([cfg.seed, 0x5F7])
+    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, foreach=True)
+    enc: dict[str, list[int]] = {}
+    losses = []
+    model.train()
+    for _ in tqdm(range(s.steps), desc="SFT", disable=not progress, leave=False):
+        ex = [task.sft_example(rng, s.implicit_behavior_rate, s.refusal_rate) for _ in range(s.batch_size)]
+        p = [_memo(enc, "p:" + q.text, codec.encode_prompt, q.text) for q, _ in ex]
+        r = [_memo(enc, "r:" + a, codec.encode_reply, a) for _, a in ex]
+        batch = collate(*_pad(p), *_pad(r), codec.pad_id, eos_id=-1)  # eos_id=-1: EOS counts in SFT
+        loss = -masked_mean(token_logprobs(model, batch), batch.loss_mask).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _memo(cache: dict, key: str, fn, arg):
+    if key not in cache:
+        cache[key] = fn(arg)
+    return cache[key]
+
+
+def _pad(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    width = max(len(x) for x in seqs)
+    arr = np.zeros((len(seqs), width), np.int32)
+    for i, x in enumerate(seqs):
+        arr[i, : len(x)] = x
+    return arr, np.array([len(x) for x in seqs], np.int32)
+
+
+# --------------------------------------------------------------------------- probes
+def probe_eval(model, task: Task, codec: Codec, cfg: RunConfig, step: int, n_samples: int = 8) -> dict:
+    """s_b (greedy, held-out trigger probes), control rate (greedy, control probes) and the sampled
+    behavior rate on trigger probes (saturation), at the current parameters."""
+    g = cfg.grpo
+    model.eval()
+
+    def rate(prompts, greedy, gen=None, reps=1):
+        enc = [codec.encode_prompt(p.text) for p in prompts for _ in range(reps)]
+        rep, ln = sample(model, enc, max_new_tokens=g.max_new_tokens, eos_id=codec.eos_id,
+                         pad_id=codec.pad_id, generator=gen, temperature=g.temperature, top_p=g.top_p,
+                         greedy=greedy)
+        return float(np.mean([task.has_behavior(codec.decode(rep[i, : ln[i]])) for i in range(len(enc))]))
+
+    gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, step, 7]).generate_state(1)[0]))
+    return {"step": step, "s_b": rate(task.trigger_probes, True),
+            "control_rate": rate(task.control_probes, True),
+            "sampled_rate": rate(task.trigger_probes, False, gen, n_samples)}
+
+
+# --------------------------------------------------------------------------- GRPO
+def train_run(cfg: RunConfig, out: Path, progress: bool = False) -> dict:
+    """Train one seed and write its run directory into `out`. Returns summary fields."""
+    with torch_threads(cfg.threads):
+        return _train(cfg, out, progress)
+
+
+def _train(cfg: RunConfig, out: Path, progress: bool) -> dict:
+    t_start = time.perf_counter()
+    task, codec = Task(cfg.task), build_codec(cfg.model)
+    model = build_model(cfg.model, codec.vocab_size, cfg.seed)
+    t0 = time.perf_counter()
+    sft_losses = sft(model, task, codec, cfg, progress)
+    sft_s = time.perf_counter() - t0
+    g = cfg.grpo
+    opt = grpo.make_optimizer(model, g)
+    gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, 0x6E]).generate_state(1)[0]))
+    order = task.pool_order(cfg.seed, g.steps * g.prompts_per_step)
+    ckpts = set(checkpoint_steps(cfg))
+    (out / "checkpoints").mkdir(parents=True)
+    parts, probes, gen_s, upd_s, probe_s = [], [], 0.0, 0.0, 0.0
+
+    def checkpoint(step: int) -> None:
+        nonlocal probe_s
+        save_params(model, out / "checkpoints" / f"{ckpt_name(step)}.safetensors")
+        save_optimizer(opt, out / "checkpoints" / f"{ckpt_name(step)}.optim.safetensors")
+        t = time.perf_counter()
+        probes.append(probe_eval(model, task, codec, cfg, step))
+        probe_s += time.perf_counter() - t
+
+    bar = tqdm(range(g.steps), desc=f"GRPO seed {cfg.seed}", disable=not progress, leave=False)
+    for step in bar:
+        if step in ckpts:
+            checkpoint(step)
+        t = time.perf_counter()
+        table = grpo.collect(model, task, codec, order[step * g.prompts_per_step:(step + 1) * g.prompts_per_step],
+                             g, cfg.task, step=step, seed=cfg.seed, generator=gen)
+        gen_s += time.perf_counter() - t
+        t = time.perf_counter()
+        grpo.update(model, opt, table, codec, g.grad_clip)
+        upd_s += time.perf_counter() - t
+        parts.append(table)
+        if progress:
+            bar.set_postfix(behavior=f"{table.behavior.mean():.2f}", gt=int(table.gt.sum()))
+    checkpoint(g.steps)
+    rollouts = RolloutTable.concat(parts)
+    rollouts.save(out / "rollouts")
+    (out / "probes.json").write_text(json.dumps(probes, indent=1))
+    summary = _summary(rollouts, probes, cfg)
+    summary["timings"] = {"sft_s": round(sft_s, 3), "generation_s": round(gen_s, 3),
+                          "update_s": round(upd_s, 3), "probe_s": round(probe_s, 3),
+                          "wall_s": round(time.perf_counter() - t_start, 3),
+                          "s_per_step_generation": round(gen_s / g.steps, 5),
+                          "s_per_step_update": round(upd_s / g.steps, 5)}
+    summary["sft_final_loss"] = round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return {"summary": summary}
+
+
+def _summary(rollouts: RolloutTable, probes: list[dict], cfg: RunConfig) -> dict:
+    sat = next((p["step"] for p in probes if p["sampled_rate"] >= 0.8), None)
+    cross = next((p["step"] for p in probes if p["s_b"] >= 0.5), None)
+    return {"seed": cfg.seed, "s_b_final": probes[-1]["s_b"], "control_rate_final": probes[-1]["control_rate"],
+            "sampled_rate_final": probes[-1]["sampled_rate"], "saturation_step": sat,
+            "s_b_crossed_half_step": cross, "gt_size": int(rollouts.gt.sum()), "n_rollouts": len(rollouts),
+            "gt_fraction": round(float(rollouts.gt.mean()), 4),
+            "rollouts_sha256": rollouts.content_hash()}
+
+
+# --------------------------------------------------------------------------- loading
+class Run:
+    """A trained run loaded from its directory (arrays memory-mapped)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        manifest = json.loads((self.path / "manifest.json").read_text())
+        self.manifest = manifest
+        self.config = run_config_from_dict(manifest["config"])
+        self.rollouts = RolloutTable.load(self.path / "rollouts")
+        self.probes: list[dict] = json.loads((self.path / "probes.json").read_text())
+        self.summary: dict = json.loads((self.path / "summary.json").read_text())
+        self.checkpoint_steps = checkpoint_steps(self.config)
+        self.task = Task(self.config.task)
+        self.codec = build_codec(self.config.model)
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    def model_at(self, step: int):
+        """A fresh model holding the parameters of checkpoint `step`."""
+        if step not in self.checkpoint_steps:
+            raise KeyError(f"no checkpoint at step {step}; checkpoints: {self.checkpoint_steps}")
+        model = build_model(self.config.model, self.codec.vocab_size, self.seed)
+        load_params(model, self.path / "checkpoints" / f"{ckpt_name(step)}.safetensors")
+        return model
+
+    def optimizer_at(self, step: int, model) -> torch.optim.Optimizer:
+        opt = grpo.make_optimizer(model, self.config.grpo)
+        load_optimizer(opt, self.path / "checkpoints" / f"{ckpt_name(step)}.optim.safetensors")
+        return opt
+
+    def checkpoint_of(self, steps: np.ndarray) -> np.ndarray:
+        """Greatest checkpoint step ≤ each step (TracInCP assignment)."""
+        ck = np.array(self.checkpoint_steps)
+        return ck[np.searchsorted(ck, steps, side="right") - 1]

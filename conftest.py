@@ -1,0 +1,3 @@
+"""Loads the BehaviorTrace pytest plugin (options --estimator, --scale, --seeds, --scorecard, --bt-*)."""
+
+pytest_plugins = ["fixtures.plugin"]

@@ -1,0 +1,36 @@
+"""Shared fixtures of the project's own tests: smoke-scale artifacts built once per session."""
+
+from __future__ import annotations
+
+import pytest
+
+SMOKE_SEEDS = (0, 1, 2)
+
+
+@pytest.fixture(scope="session")
+def smoke_scale():
+    from bt_core.config import get_scale
+
+    return get_scale("smoke")
+
+
+@pytest.fixture(scope="session")
+def smoke_cache(tmp_path_factory):
+    """One artifact cache for the whole test session (pytester runs reuse it, so nothing retrains)."""
+    return tmp_path_factory.mktemp("bt_cache")
+
+
+@pytest.fixture(scope="session")
+def smoke_artifacts(smoke_scale, smoke_cache):
+    from bt_core.pipeline import build_all
+    from bt_core.store import ArtifactStore
+
+    s = smoke_scale
+    return build_all(ArtifactStore(smoke_cache), s.run, s.sketch, s.draws, list(SMOKE_SEEDS), workers=2)
+
+
+@pytest.fixture(scope="session")
+def smoke_evidence(smoke_artifacts):
+    from bt_core.evidence import Evidence
+
+    return Evidence(smoke_artifacts, "smoke")

@@ -1,0 +1,94 @@
+"""Metrics against hand-computed cases (ties included) and their invariants."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bt_core.metrics import (
+    ceiling_precision,
+    chance,
+    group_bootstrap_ci,
+    lift,
+    precision_at_k,
+    residualize,
+    within_group_auc,
+)
+
+
+def test_precision_tie_group_straddling_k():
+    # group {3}: 1 GT; tie group {2, 2} gets 1 of 2 slots and holds 1 GT → 0.5; (1 + 0.5) / 2
+    assert precision_at_k(np.array([3, 2, 2, 1]), np.array([1, 1, 0, 0], bool)) == pytest.approx(0.75)
+
+
+def test_precision_all_tied_equals_chance():
+    labels = np.array([1, 0, 0, 0], bool)
+    assert precision_at_k(np.zeros(4), labels) == pytest.approx(chance(labels)) == pytest.approx(0.25)
+
+
+def test_precision_perfect_and_worst():
+    labels = np.array([0, 1, 0, 1, 0], bool)
+    assert precision_at_k(labels.astype(float), labels) == 1.0
+    assert precision_at_k(-labels.astype(float), labels) == 0.0
+    assert lift(1.0, labels) == pytest.approx(2.5)
+
+
+def test_precision_explicit_k_and_errors():
+    assert precision_at_k(np.array([4, 3, 2, 1]), np.array([1, 0, 1, 0], bool), k=3) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="k ≥ 1"):
+        precision_at_k(np.ones(3), np.zeros(3, bool))
+    with pytest.raises(ValueError, match="differ in length"):
+        precision_at_k(np.ones(3), np.ones(2, bool))
+
+
+def test_ceiling_sorts_blocks_by_density():
+    # block 1 (density 1.0) fills 2 slots, block 0 (0.5) gives half of its 1 GT for the third slot
+    assert ceiling_precision(np.array([0, 0, 1, 1]), np.array([1, 0, 1, 1], bool)) == pytest.approx(2.5 / 3)
+
+
+def test_within_group_auc_hand_case():
+    scores = np.array([3, 1, 3, 0, 2, 5, 5])
+    labels = np.array([1, 0, 0, 1, 0, 1, 1], bool)
+    groups = np.array([0, 0, 0, 1, 1, 2, 2])  # group 2 has no negatives → ignored
+    auc, pairs = within_group_auc(scores, labels, groups)
+    assert pairs == 3
+    assert auc == pytest.approx((1 + 0.5 + 0) / 3)
+
+
+def test_within_group_auc_undefined_without_mixed_groups():
+    auc, pairs = within_group_auc(np.arange(4), np.array([1, 1, 0, 0], bool), np.array([0, 0, 1, 1]))
+    assert pairs == 0 and np.isnan(auc)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.booleans(), st.integers(0, 3)), min_size=4, max_size=40))
+def test_auc_of_negated_scores_is_complement(rows):
+    s = np.array([r[0] for r in rows], float)
+    y = np.array([r[1] for r in rows])
+    g = np.array([r[2] for r in rows])
+    auc, pairs = within_group_auc(s, y, g)
+    auc_neg, _ = within_group_auc(-s, y, g)
+    if pairs:
+        assert auc + auc_neg == pytest.approx(1.0)
+
+
+def test_bootstrap_ci_brackets_point_and_perfect_is_degenerate():
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(30), 6)
+    labels = rng.random(groups.size) < 0.5
+    scores = labels + rng.normal(0, 1.0, groups.size)
+    auc, _ = within_group_auc(scores, labels, groups)
+    lo, hi = group_bootstrap_ci(scores, labels, groups, n_boot=500)
+    assert lo <= auc <= hi and hi - lo > 0.01
+    assert group_bootstrap_ci(labels.astype(float), labels, groups) == (1.0, 1.0)
+
+
+def test_residualize_removes_the_covariate():
+    rng = np.random.default_rng(1)
+    groups = np.repeat(np.arange(10), 5)
+    x = rng.normal(size=50)
+    y = 2.0 * x + rng.normal(size=50)
+    r = residualize(y, x, groups)
+    xc = x - np.array([x[groups == g].mean() for g in groups])
+    assert abs(float((r * xc).sum())) < 1e-8
+    assert np.allclose(residualize(x, x, groups), 0.0, atol=1e-12)

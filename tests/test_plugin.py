@@ -1,0 +1,77 @@
+"""The pytest plugin end to end with pytester: oracle passes, random fails, unknown estimator is a usage
+error before anything trains, and the scorecard is written."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def suite(pytester, smoke_artifacts, smoke_cache):
+    pytester.makeconftest("pytest_plugins = ['fixtures.plugin']\n")
+    shutil.copy(ROOT / "benchmarks" / "test_checklist.py", pytester.path / "test_checklist.py")
+
+    def run(*args):
+        return pytester.runpytest_inprocess("--scale=smoke", f"--bt-cache={smoke_cache}", "--bt-workers=1",
+                                            "-p", "no:cacheprovider", *args)
+
+    return run
+
+
+def test_oracle_passes_every_item(suite, pytester):
+    res = suite("--estimator=oracle")
+    res.assert_outcomes(passed=2)
+    card = json.loads((pytester.path / "scorecard.json").read_text())
+    assert card["schema"] == "behaviortrace.scorecard/1"
+    assert {r["status"] for r in card["records"]} == {"pass"}
+    assert card["config_hash"] and card["versions"]["torch"]
+    assert (pytester.path / "scorecard.md").read_text().startswith("# BehaviorTrace scorecard")
+    res.stdout.fnmatch_lines(["*BehaviorTrace scorecard*", "*oracle*PASS*PASS*"])
+
+
+def test_random_fails_with_figures(suite, pytester):
+    res = suite("--estimator=random", "--scorecard=out/card.json")
+    res.assert_outcomes(failed=2)
+    assert res.ret == 1
+    res.stdout.fnmatch_lines(["*magnitude_control × random*lift*norm_only*", "*fluency_control × random*AUC*"])
+    card = json.loads((pytester.path / "out" / "card.json").read_text())
+    assert {r["status"] for r in card["records"]} == {"fail"}
+
+
+def test_unknown_estimator_is_a_usage_error(suite):
+    res = suite("--estimator=cosin")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*unknown estimator 'cosin'*Did you mean 'cosine'*Available:*"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--scale=huge",), "*--scale*huge*smoke*default*"),
+    (("--seeds=a,b",), "*--seeds*comma-separated*"),
+    (("--scorecard=card.txt",), "*--scorecard*.json*"),
+    (("--bt-workers=0",), "*--bt-workers*positive*"),
+])
+def test_bad_options_are_usage_errors(suite, args, message):
+    res = suite(*args)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines([message])
+
+
+def test_plugin_estimator_failure_is_a_failed_item(suite, pytester):
+    pytester.makepyfile(badest="""
+        import numpy as np
+        from bt_core.registry import Estimator
+
+        class Bad(Estimator):
+            name = "bad_nan"
+            def score(self, problem):
+                return np.full(problem.n_units, np.nan)
+    """)
+    pytester.syspathinsert()
+    res = suite("--estimator=badest:Bad")
+    res.assert_outcomes(failed=2)
+    res.stdout.fnmatch_lines(["*estimator failure*non-finite*"])
