@@ -29,6 +29,13 @@ class Evidence:
         self._problems: dict[tuple, AttributionProblem] = {}
         self._scores: dict[tuple, np.ndarray | EstimatorFailure] = {}
         self._estimators: dict[str, object] = {}
+        self._memo: dict[tuple, object] = {}
+
+    def memo(self, key: tuple, fn):
+        """Compute `fn()` once per key for this session (checklist items share expensive figures)."""
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
 
     @cached_property
     def seeds(self) -> list[int]:

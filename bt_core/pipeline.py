@@ -37,30 +37,36 @@ def run_key(cfg: RunConfig) -> str:
 
 
 def build_run(store: ArtifactStore, cfg: RunConfig, progress: bool = False) -> Run:
-    key = run_key(cfg)
-    path = store.get_or_build("runs", key, to_dict(cfg), lambda d: train_run(cfg, d, progress))
+    path = store.get_or_build("runs", run_key(cfg), to_dict(cfg), lambda d: train_run(cfg, d, progress))
     return Run(path)
+
+
+def seed_keys(run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig) -> dict[str, tuple[str, str]]:
+    """(kind, key) of every artifact one seed needs, without building anything."""
+    rk = run_key(run_cfg)
+    keys = {"run": ("runs", rk), "sketches": ("sketches", config_hash(rk, sketch)),
+            "targets": ("targets", config_hash(rk, sketch, "targets"))}
+    for i in range(draws.n_draws):
+        keys[f"draw{i}"] = ("draws", config_hash(rk, sketch, draws, i))
+    return keys
 
 
 def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
                progress: bool = False) -> SeedArtifacts:
     run = build_run(store, run_cfg, progress)
-    rk = run_key(run_cfg)
-    sk_key = config_hash(rk, sketch)
-    sk_path = store.get_or_build("sketches", sk_key, {"run": rk, "sketch": to_dict(sketch)},
+    keys = seed_keys(run_cfg, sketch, draws)
+    rk, sk = keys["run"][1], to_dict(sketch)
+    sk_path = store.get_or_build(*keys["sketches"], {"run": rk, "sketch": sk},
                                  lambda d: sketch_run(run, sketch, d, progress))
-    tg_key = config_hash(rk, sketch, "targets")
-    tg_path = store.get_or_build("targets", tg_key, {"run": rk, "sketch": to_dict(sketch)},
+    tg_path = store.get_or_build(*keys["targets"], {"run": rk, "sketch": sk},
                                  lambda d: build_targets(run, sketch, d))
-    draw_objs, keys = [], {"run": rk, "sketches": sk_key, "targets": tg_key}
+    draw_objs = []
     for i in range(draws.n_draws):
-        dk = config_hash(rk, sketch, draws, i)
-        dp = store.get_or_build("draws", dk, {"run": rk, "sketch": to_dict(sketch), "draws": to_dict(draws),
-                                              "draw": i},
+        dp = store.get_or_build(*keys[f"draw{i}"], {"run": rk, "sketch": sk, "draws": to_dict(draws), "draw": i},
                                 lambda d, i=i: build_draw(run, draws, sketch, i, d))
         draw_objs.append(Draw(dp))
-        keys[f"draw{i}"] = dk
-    return SeedArtifacts(run, Sketches.load(sk_path), Targets(tg_path), draw_objs, keys)
+    return SeedArtifacts(run, Sketches.load(sk_path), Targets(tg_path), draw_objs,
+                         {name: key for name, (_, key) in keys.items()})
 
 
 def _build_paths(root: str, rebuild: bool, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig) -> None:
@@ -72,12 +78,15 @@ def build_all(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, dr
               seeds: list[int], workers: int = 1, progress: bool = False) -> dict[int, SeedArtifacts]:
     """Artifacts of every seed; with `workers` > 1 seeds are built in parallel processes (each torch
     process single-threaded, so results are identical to a serial build)."""
-    if workers > 1 and len(seeds) > 1:
+    missing = [s for s in seeds if store.rebuild or not all(
+        (store.path(kind, key) / "manifest.json").exists()
+        for kind, key in seed_keys(run_cfg.with_seed(s), sketch, draws).values())]
+    if workers > 1 and len(missing) > 1:
         # spawn, not fork: a forked child of a process whose OpenMP pool already ran can deadlock.
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=ctx) as ex:
             futs = [ex.submit(_build_paths, str(store.root), store.rebuild, run_cfg.with_seed(s), sketch, draws)
-                    for s in seeds]
+                    for s in missing]
             for f in futs:
                 f.result()
         store = ArtifactStore(Path(store.root))  # rebuilt above if asked; now only load

@@ -1,5 +1,6 @@
-"""Verdicts and the scorecard: JSON is the source of truth; Markdown and the terminal table are
-rendered from it (never from live objects), so what people cite is exactly what was written.
+"""Verdicts and the scorecard. The JSON is the source of truth; Markdown, HTML, figures and the terminal
+table are rendered from the written JSON (bt_core.report), never from live objects, so what people cite
+is exactly what was written.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-
-from tabulate import tabulate
 
 SCHEMA = "behaviortrace.scorecard/1"
 STATUSES = ("pass", "fail", "invalid-setup")
@@ -47,25 +46,34 @@ class Scorecard:
         return {"schema": SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **self.meta,
                 "records": [asdict(r) for r in self.records]}
 
-    def write(self, path: Path) -> tuple[Path, Path]:
-        """Write `path` (JSON) atomically and its Markdown rendering beside it (`.md`)."""
-        data = self.to_dict()
+    def write(self, path: Path) -> dict[str, Path]:
+        """Write `path` (JSON) atomically, then render everything else from that JSON: Markdown (`.md`),
+        PNG figures (`<stem>_figures/`) and a self-contained HTML page (`.html`)."""
+        from bt_core import report
+
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(path, json.dumps(data, indent=1, default=_json_default))
-        md = path.with_suffix(".md")
-        _atomic_write(md, render_markdown(data))
-        return path, md
+        _atomic_write(path, json.dumps(_clean(self.to_dict()), indent=1, allow_nan=False))
+        return report.render_all(path)
 
 
-def _json_default(o):
+def _clean(o):
+    """JSON-safe copy: numpy scalars/arrays to Python, NaN/inf to null (strict JSON for every reader)."""
+    import math
+
     import numpy as np
 
-    if isinstance(o, np.generic):
-        return o.item()
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
     if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+        return _clean(o.tolist())
+    if isinstance(o, np.generic):
+        o = o.item()
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return o
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -74,36 +82,9 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _matrix(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Rows = estimators, columns = items; cells = status."""
-    recs = data["records"]
-    items = list(dict.fromkeys(r["item"] for r in recs))
-    ests = list(dict.fromkeys(r["estimator"] for r in recs))
-    cell = {(r["estimator"], r["item"]): r["status"].upper() for r in recs}
-    rows = [[e] + [cell.get((e, i), "—") for i in items] for e in ests]
-    return ["estimator", *items], rows
-
-
-def render_terminal(data: dict[str, Any]) -> str:
-    headers, rows = _matrix(data)
-    return tabulate(rows, headers=headers, tablefmt="simple")
-
-
-def render_markdown(data: dict[str, Any]) -> str:
-    headers, rows = _matrix(data)
-    out = [f"# BehaviorTrace scorecard ({data.get('scale', '?')} scale)", "",
-           f"schema `{data['schema']}` · seeds {data.get('seeds')} · commit `{data.get('git_commit')}` · "
-           f"created {data['created']}", "", "## Verdicts", "",
-           tabulate(rows, headers=headers, tablefmt="github"), "", "## Reasons", ""]
-    for r in data["records"]:
-        out.append(f"- **{r['item']} × {r['estimator']}** — {r['status'].upper()}: {r['reason']}")
-    out += ["", "## Figures per seed", ""]
-    for r in data["records"]:
-        per_seed = r["figures"].get("per_seed")
-        if per_seed:
-            out += [f"### {r['item']} × {r['estimator']}", "",
-                    tabulate([{"seed": s, **v} for s, v in per_seed.items()], headers="keys",
-                             tablefmt="github", floatfmt=".3f"), ""]
-    out += ["## Provenance", "", "```json", json.dumps({k: data[k] for k in data if k not in ("records",)},
-                                                       indent=1, default=str), "```", ""]
-    return "\n".join(out)
+def load(path: Path) -> dict[str, Any]:
+    data = json.loads(Path(path).read_text())
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"{path} has schema {data.get('schema')!r}, expected {SCHEMA!r}: not a BehaviorTrace "
+                         "scorecard or one from an incompatible version")
+    return data

@@ -1,9 +1,16 @@
 """The checklist: one module per item, each holding its rule, thresholds, rationale and the reference
-pitfall it guards against. An item is a function `evaluate(spec, evidence) -> Verdict`.
+pitfall it guards against.
+
+* Setup-validity items (`evaluate_setup(evidence) -> Verdict`, estimator "setup"): run once per fixture
+  set and shown first. When one fails, every estimator item reports invalid-setup.
+* Estimator items (`evaluate(spec, evidence) -> Verdict`), parametrized over estimators.
 
 Thresholds are module constants of each item and are never tuned to make a built-in method pass.
 """
 
-from checklist import fluency_control, magnitude_control
+from checklist import emergence, gt_minority, sketch_coverage  # noqa: I001  (setup items first)
+from checklist import fluency_control, headroom, magnitude_control
+from checklist import draw_variance, seed_variance
 
-ESTIMATOR_ITEMS = (magnitude_control, fluency_control)
+SETUP_ITEMS = (emergence, sketch_coverage, gt_minority)
+ESTIMATOR_ITEMS = (magnitude_control, fluency_control, headroom, seed_variance, draw_variance)

@@ -1,6 +1,14 @@
-"""Helpers shared by checklist items: fetching scores, turning estimator failures into verdicts."""
+"""Machinery shared by checklist items: setup gating, per-seed results → verdicts, estimator failures.
+
+An estimator item module defines `NAME`, `TITLE`, `USES_CONTROL` and
+`evaluate_seed(spec, evidence, seed, draw=0) -> dict` returning the seed's figures plus
+``status`` ("pass" | "fail" | "invalid-setup") and ``why`` (a short reason quoting the figures).
+`seed_verdict` turns those per-seed results into the item's `Verdict`: every seed must pass.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from bt_core.evidence import EstimatorFailure, Evidence
 from bt_core.registry import EstimatorSpec, get
@@ -13,13 +21,68 @@ def spec_record(spec: EstimatorSpec, evidence: Evidence) -> dict:
     return {"name": spec.name, "origin": spec.origin, "params": evidence.estimator_params.get(spec.name, {})}
 
 
-def failure_verdict(item: str, spec: EstimatorSpec, evidence: Evidence, err: EstimatorFailure) -> Verdict:
-    return Verdict(item, spec.name, "fail", f"estimator failure: {err}", {}, spec_record(spec, evidence))
-
-
 def control_spec() -> EstimatorSpec:
     return get(CONTROL)
 
 
 def fmt(x: float) -> str:
     return "nan" if x != x else f"{x:.3f}"
+
+
+def setup_failures(evidence: Evidence) -> list[Verdict]:
+    """The setup-validity verdicts that did not pass (computed once per session)."""
+    from checklist import SETUP_ITEMS
+
+    def run() -> list[Verdict]:
+        return [v for v in (m.evaluate_setup(evidence) for m in SETUP_ITEMS) if v.status != "pass"]
+
+    return evidence.memo(("setup-failures",), run)
+
+
+def seed_results(module, spec: EstimatorSpec, evidence: Evidence, draw: int = 0) -> dict[int, dict]:
+    """`module.evaluate_seed` on every seed, memoized; raises EstimatorFailure."""
+    return {s: evidence.memo((module.NAME, spec.name, s, draw),
+                             lambda s=s: module.evaluate_seed(spec, evidence, s, draw))
+            for s in evidence.seeds}
+
+
+def seed_verdict(module, spec: EstimatorSpec, evidence: Evidence,
+                 results: Callable[[], dict] | None = None, extra: dict | None = None) -> Verdict:
+    """The item's verdict: invalid-setup if the setup failed or any seed's evidence is unusable; fail if
+    any seed fails (or the estimator is the control the item compares against); else pass."""
+    rec = spec_record(spec, evidence)
+    broken = setup_failures(evidence)
+    if broken:
+        names = ", ".join(f"{v.item} ({v.reason})" for v in broken)
+        return Verdict(module.NAME, spec.name, "invalid-setup", f"setup validity failed: {names}", {}, rec)
+    try:
+        per_seed = results() if results else seed_results(module, spec, evidence)
+    except EstimatorFailure as e:
+        return Verdict(module.NAME, spec.name, "fail", f"estimator failure: {e}", {}, rec)
+    figures = {"per_seed": per_seed, **(extra or {})}
+    key = getattr(module, "HEADLINE", None)
+    if key:
+        vals = [r[key] for r in per_seed.values() if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
+        figures["headline"] = {"figure": f"min {key} over seeds", "value": min(vals) if vals else None}
+    summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items())
+    invalid = [s for s, r in per_seed.items() if r["status"] == "invalid-setup"]
+    if invalid:
+        return Verdict(module.NAME, spec.name, "invalid-setup", f"unusable evidence on seed(s) {invalid} — {summary}",
+                       figures, rec)
+    if getattr(module, "USES_CONTROL", False) and spec.name == CONTROL:
+        return Verdict(module.NAME, spec.name, "fail", f"this is the {CONTROL} control itself — {summary}",
+                       figures, rec)
+    failing = [s for s, r in per_seed.items() if r["status"] != "pass"]
+    if failing:
+        return Verdict(module.NAME, spec.name, "fail", f"fails on seed(s) {failing} — {summary}", figures, rec)
+    return Verdict(module.NAME, spec.name, "pass", f"holds on every seed — {summary}", figures, rec)
+
+
+def setup_verdict(name: str, per_seed: dict[int, dict], extra: dict | None = None) -> Verdict:
+    """A setup item's verdict (estimator "setup"): pass iff every seed's check passes."""
+    failing = [s for s, r in per_seed.items() if r["status"] != "pass"]
+    summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items())
+    figures = {"per_seed": per_seed, **(extra or {})}
+    if failing:
+        return Verdict(name, "setup", "fail", f"fails on seed(s) {failing} — {summary}", figures)
+    return Verdict(name, "setup", "pass", summary, figures)

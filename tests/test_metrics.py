@@ -92,3 +92,26 @@ def test_residualize_removes_the_covariate():
     xc = x - np.array([x[groups == g].mean() for g in groups])
     assert abs(float((r * xc).sum())) < 1e-8
     assert np.allclose(residualize(x, x, groups), 0.0, atol=1e-12)
+
+
+def _precision_reference(scores, labels, k):
+    """Literal transcription of the rule: walk tie groups by descending score."""
+    left, hit = k, 0.0
+    for v in sorted(set(scores), reverse=True):
+        idx = [i for i, s in enumerate(scores) if s == v]
+        if left <= 0:
+            break
+        take = min(left, len(idx))
+        hit += sum(labels[i] for i in idx) * take / len(idx)
+        left -= take
+    return hit / k
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=1, max_size=40), st.integers(1, 40))
+def test_vectorized_precision_matches_the_literal_rule(rows, k):
+    scores = [r[0] for r in rows]
+    labels = [r[1] for r in rows]
+    k = min(k, len(rows))
+    assert precision_at_k(np.array(scores), np.array(labels), k) == pytest.approx(
+        _precision_reference(scores, labels, k))

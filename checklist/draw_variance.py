@@ -1,0 +1,55 @@
+"""Checklist item 6b — generation-draw variance (reference finding P6).
+
+Rule: the fluency-control verdict must hold on every seeded generation draw at the analysis checkpoint,
+on every seed (≥ 2 draws needed to judge; the default scale has 5). Reported: the residualized AUC per
+draw and its spread per seed — the reference saw 0.486, 0.446, 0.624, 0.526, 0.629 across five draws of
+one seed, and the verdict flipped.
+"""
+
+from __future__ import annotations
+
+from bt_core.evidence import EstimatorFailure, Evidence
+from bt_core.registry import EstimatorSpec
+from bt_core.scorecard import Verdict
+from checklist import fluency_control
+from checklist._common import fmt, seed_results, setup_failures, spec_record
+from checklist.seed_variance import spread
+
+NAME = "draw_variance"
+TITLE = "fluency-control verdict holds on every generation draw"
+MIN_DRAWS = 2
+
+
+def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
+    rec = spec_record(spec, evidence)
+    if setup_failures(evidence):
+        return Verdict(NAME, spec.name, "invalid-setup", "setup validity failed (see the setup items)", {}, rec)
+    n_draws = min(len(a.draws) for a in evidence.artifacts.values())
+    if n_draws < MIN_DRAWS:
+        return Verdict(NAME, spec.name, "invalid-setup", f"{n_draws} draw(s) per seed; needs ≥ {MIN_DRAWS}", {}, rec)
+    per_seed, problems, invalid = {}, [], []
+    try:
+        for d in range(n_draws):
+            for s, r in seed_results(fluency_control, spec, evidence, draw=d).items():
+                per_seed.setdefault(s, {"auc": {}, "status": {}})
+                per_seed[s]["auc"][d] = r["auc"]
+                per_seed[s]["status"][d] = r["status"]
+    except EstimatorFailure as e:
+        return Verdict(NAME, spec.name, "fail", f"estimator failure: {e}", {}, rec)
+    for s, f in per_seed.items():
+        f["spread"] = spread(list(f["auc"].values()))
+        bad = [d for d, st in f["status"].items() if st == "fail"]
+        invalid += [(s, d) for d, st in f["status"].items() if st == "invalid-setup"]
+        if bad:
+            rng = f"{fmt(f['spread']['min'])}–{fmt(f['spread']['max'])}"
+            problems.append(f"seed {s}: fails on draw(s) {bad} (AUC {rng})")
+    all_auc = [a for f in per_seed.values() for a in f["auc"].values() if a == a]
+    figures = {"per_seed": per_seed, "n_draws": n_draws,
+               "headline": {"figure": "min AUC over seeds and draws", "value": min(all_auc) if all_auc else None}}
+    if invalid:
+        return Verdict(NAME, spec.name, "invalid-setup", f"unusable draws (seed, draw): {invalid}", figures, rec)
+    if problems:
+        return Verdict(NAME, spec.name, "fail", "; ".join(problems), figures, rec)
+    return Verdict(NAME, spec.name, "pass", f"holds on all {n_draws} draws of every seed — " + "; ".join(
+        f"seed {s}: AUC {fmt(f['spread']['min'])}–{fmt(f['spread']['max'])}" for s, f in per_seed.items()),
+        figures, rec)

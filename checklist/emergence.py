@@ -1,0 +1,29 @@
+"""Setup validity — emergence gate.
+
+Rule, on every seed: the planted behavior emerged (s_b, the share of held-out trigger probes whose
+greedy reply shows the behavior, > 0.1 at the final checkpoint — the reference's gate) and stayed
+trigger-specific (control-probe rate ≤ 0.1). Without emergence there is nothing to attribute.
+"""
+
+from __future__ import annotations
+
+from bt_core.evidence import Evidence
+from bt_core.scorecard import Verdict
+from checklist._common import fmt, setup_verdict
+
+NAME = "emergence"
+TITLE = "the planted behavior emerged and stayed trigger-specific"
+S_B_MIN = 0.1  # final s_b must exceed this (reference gate)
+CONTROL_MAX = 0.1  # final control-probe rate must not exceed this
+
+
+def evaluate_setup(evidence: Evidence) -> Verdict:
+    per_seed = {}
+    for seed, a in evidence.artifacts.items():
+        s = a.run.summary
+        ok = s["s_b_final"] > S_B_MIN and s["control_rate_final"] <= CONTROL_MAX
+        per_seed[seed] = {"s_b_final": s["s_b_final"], "control_rate_final": s["control_rate_final"],
+                          "saturation_step": s["saturation_step"], "status": "pass" if ok else "fail",
+                          "why": f"s_b {fmt(s['s_b_final'])} (> {S_B_MIN}), control {fmt(s['control_rate_final'])} "
+                                 f"(≤ {CONTROL_MAX})"}
+    return setup_verdict(NAME, per_seed, {"s_b_min": S_B_MIN, "control_max": CONTROL_MAX})
