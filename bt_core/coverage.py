@@ -4,7 +4,8 @@ Three checks, all must hold:
 
 1. Provenance of the projector: a gradient supported only on the trigger's and the behavior's embedding
    rows (input and output embeddings) keeps its squared norm through the projector (ratio within
-   [0.5, 1.5]; CountSketch gives ≈ 1 ± √(2/k), a first-k projector gives 0 when the rows lie past k).
+   [0.5, 1.5]; CountSketch gives ≈ 1 ± √(2/k), a first-k projector gives 0 when the rows lie past k);
+   and so does a gradient supported on any single parameter tensor (every parameter feeds the sketch).
 2. Provenance of the gradient path: the per-example gradient engine agrees with one plain backward per
    rollout (`LoopGrads`, no hooks) on sampled real rollouts — half of them with the trigger in the prompt —
    both on the whole gradient and on the trigger's and behavior's embedding rows (relative error ≤
@@ -58,6 +59,22 @@ def token_rows_check(proj: Projector, coords: dict[str, np.ndarray], ids: dict[s
         rows[word] = {"token_id": ids[word], "coords": [int(c.min()), int(c.max())],
                       "norm2_ratio": round(ratio, 4), "ok": 0.5 <= ratio <= 1.5}
     return rows
+
+
+def parameter_check(model, proj: Projector, rng: np.random.Generator) -> dict:
+    """Check 1b: a random gradient supported on any single parameter tensor keeps its squared norm
+    through `proj` — every parameter feeds the sketch (a first-k projector loses every tensor past k)."""
+    from bt_core.sketch import param_layout
+
+    ratios = {}
+    for name, p, off in param_layout(model):
+        g = torch.zeros(proj.n_params)
+        g[off: off + p.numel()] = torch.from_numpy(rng.standard_normal(p.numel()).astype(np.float32))
+        ratios[name] = float(proj.project(g[None])[0].norm() ** 2 / g.norm() ** 2)
+    bad = [n for n, r in ratios.items() if not 0.5 <= r <= 1.5]
+    return {"n_tensors": len(ratios), "min_norm2_ratio": round(min(ratios.values()), 4),
+            "max_norm2_ratio": round(max(ratios.values()), 4), "n_uncovered": len(bad),
+            "uncovered": bad[:5], "ok": not bad}
 
 
 def gradient_path_check(engine: GradEngine, model, batch, coords: dict[str, np.ndarray]) -> tuple[dict, torch.Tensor]:
@@ -114,11 +131,13 @@ def coverage_report(run, proj: Projector, table, n_sample: int = 32, seed: int =
     coords = {w: embedding_rows(model, [t]) for w, t in ids.items()}
     rng = np.random.default_rng(seed)
     rows = token_rows_check(proj, coords, ids, rng)
+    params = parameter_check(model, proj, rng)
     part = table.select(_sample(np.asarray(table.trigger), n_sample, rng))
     path, flat = gradient_path_check(engine, model, grpo.batch_of(part, run.codec), coords)
     fid = fidelity(flat, proj)
-    return {"projector": proj.name, "k": proj.k, "token_rows": rows, "gradient_path": path, "fidelity": fid,
-            "ok": bool(all(r["ok"] for r in rows.values()) and path["ok"] and fid["ok"])}
+    return {"projector": proj.name, "k": proj.k, "token_rows": rows, "parameters": params, "gradient_path": path,
+            "fidelity": fid, "ok": bool(all(r["ok"] for r in rows.values()) and params["ok"] and path["ok"]
+                                        and fid["ok"])}
 
 
 def _sample(trigger: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -135,9 +154,10 @@ def format_report(report: dict) -> str:
     tr = report["token_rows"]
     rows = tabulate([[w, r["token_id"], r["coords"], r["norm2_ratio"], r["ok"]] for w, r in tr.items()],
                     headers=["token rows", "id", "coords", "‖S g‖²/‖g‖²", "ok"])
-    path = tabulate(list(report["gradient_path"].items()), headers=["gradient path", ""])
-    fid = tabulate(list(report["fidelity"].items()), headers=["fidelity", ""])
-    return "\n\n".join([head, rows, path, fid])
+    par = tabulate([[k, str(v)] for k, v in report["parameters"].items()], headers=["parameter tensors", ""])
+    path = tabulate([[k, str(v)] for k, v in report["gradient_path"].items()], headers=["gradient path", ""])
+    fid = tabulate([[k, str(v)] for k, v in report["fidelity"].items()], headers=["fidelity", ""])
+    return "\n\n".join([head, rows, par, path, fid])
 
 
 def _cos(x: torch.Tensor) -> torch.Tensor:

@@ -105,9 +105,10 @@ def sketch_run(run: Run, cfg: SketchConfig, out: Path, progress: bool = False) -
 
 def _sketch_run(run: Run, cfg: SketchConfig, out: Path, progress: bool) -> dict:
     t_start = time.perf_counter()
-    table = run.rollouts
+    table, ck = run.rollouts, run.checkpoint_steps
     n, steps = len(table), np.unique(np.asarray(table.step))
-    n_params = sum(p.numel() for p in run.model_at(0).parameters())
+    model = run.model_at(ck[0])
+    n_params = sum(p.numel() for p in model.parameters())
     proj = make_projector(cfg.projector, n_params, cfg.k, cfg.hash_seed)
     engine = get_engine(cfg.grad_method)
     emb = np.lib.format.open_memmap(out / "emb.npy", mode="w+", dtype=np.float32, shape=(n, proj.k))
@@ -115,13 +116,11 @@ def _sketch_run(run: Run, cfg: SketchConfig, out: Path, progress: bool) -> dict:
     step_emb = np.zeros((len(steps), proj.k), np.float32)
     step_norm = np.zeros(len(steps), np.float32)
     step_col = np.asarray(table.step)
-    ck = run.checkpoint_steps
     replay: list[dict] = []
     t_embed = 0.0
     bar = tqdm(total=len(steps), desc=f"sketch seed {run.seed}", disable=not progress, leave=False)
     for c, c_next in zip(ck[:-1], ck[1:], strict=False):
-        model = run.model_at(c)
-        opt = run.optimizer_at(c, model)
+        opt = run.optimizer_at(c, model)  # `model` holds the stored parameters of checkpoint c
         for s in range(c, c_next):
             rows = np.flatnonzero(step_col == s)
             part = table.select(rows)
@@ -137,8 +136,10 @@ def _sketch_run(run: Run, cfg: SketchConfig, out: Path, progress: bool) -> dict:
             grpo.update(model, opt, part, run.codec, run.config.grpo.grad_clip, on_grad=on_grad)
             bar.update(1)
         stored = run.model_at(c_next)
-        diff = max(float((a - b).abs().max()) for a, b in zip(model.parameters(), stored.parameters(), strict=True))
+        with torch.no_grad():
+            diff = max(float((a - b).abs().max()) for a, b in zip(model.parameters(), stored.parameters(), strict=True))
         replay.append({"from": c, "to": c_next, "max_abs_diff": diff})
+        model = stored  # the next segment starts from the stored checkpoint, not the replayed parameters
     bar.close()
     emb.flush()
     del emb

@@ -173,3 +173,16 @@ def test_bench_sketch_cli_prints_one_json_object(capsys, monkeypatch):
         assert res[key] > 0
     assert res["traker"] is None and res["ratios"]["countsketch_over_traker"] is None
     assert res["k"] == 256 and res["n_rollouts"] == 8
+
+
+def test_coverage_catches_first_k_even_when_it_keeps_the_token_rows(smoke_artifacts):
+    """The nonce words' embedding rows lie inside the first 4096 coordinates of the smoke model, so the
+    token-row check alone would pass a first-k projector; the per-tensor check and the fidelity check fail it."""
+    from bt_core.projectors import FirstK
+
+    a = smoke_artifacts[0]
+    n = a.sketches.report["n_params"]
+    rep = coverage_report(a.run, FirstK(n, 4096), a.run.rollouts)
+    assert all(r["ok"] for r in rep["token_rows"].values())
+    assert not rep["ok"] and not rep["parameters"]["ok"] and rep["parameters"]["min_norm2_ratio"] == 0.0
+    assert a.sketches.report["coverage"]["parameters"]["ok"]
