@@ -99,7 +99,7 @@ def bench_sketch(k: int = 8192, batch_size: int = 64, n_batches: int = 2, repeat
         cs, dense, tp = CountSketch(n, k), DenseProjector(n, k), traker_projector(n, k)
 
         def bare(b):
-            blocks, ell = hooks.blocks(model, b)
+            blocks, ell = hooks.blocks(model, b)  # consumed one block at a time, as embed_batch does
             return [torch.linalg.vector_norm(x, dim=1) for _, x in blocks], ell
 
         def via_traker(b):

@@ -28,6 +28,7 @@ check can be shown to catch it; it is not selectable through `SketchConfig`.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 import torch
@@ -36,7 +37,7 @@ from torch.func import functional_call, grad, vmap
 
 from bt_core.objective import Batch, rollout_logprob
 
-Blocks = list[tuple[int, torch.Tensor]]  # (global offset, per-example gradient block (B, m))
+Blocks = Iterable[tuple[int, torch.Tensor]]  # (global offset, per-example gradient block (B, m)); may be lazy
 
 
 class GradEngine(Protocol):
@@ -46,7 +47,7 @@ class GradEngine(Protocol):
 
     def blocks(self, model: nn.Module, batch: Batch) -> tuple[Blocks, torch.Tensor]:
         """Per-parameter blocks (offset, (B, numel)) in any order — parameters with no gradient may be
-        left out (they are zero) — and ℓ_i: (B,)."""
+        left out (they are zero) — and ℓ_i: (B,). The blocks may be a one-pass iterator (consume once)."""
         ...
 
     def __call__(self, model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,7 +132,16 @@ class HookGrads(_Engine):
             ell = rollout_logprob(model, batch)
             # only activation gradients are requested: autograd skips the summed weight gradients
             gouts = torch.autograd.grad(-ell.sum(), [r[3] for r in records], allow_unused=True)
-        b = len(batch)
+        return self._lazy_blocks(model, records, gouts, len(batch)), ell.detach()
+
+    def _lazy_blocks(self, model: nn.Module, records: list, gouts: tuple, b: int) -> Iterator[tuple[int, torch.Tensor]]:
+        """Yield each parameter's per-example gradient as soon as its last contribution is in, so a
+        consumer (the projector) holds one parameter's (B, numel) block at a time, not (B, n_params)."""
+        offset = {id(p): off for _, p, off in _offsets(model)}
+        left: dict[int, int] = {}
+        for m, *_ in records:
+            for p in m.parameters(recurse=False):
+                left[id(p)] = left.get(id(p), 0) + 1
         acc: dict[int, torch.Tensor] = {}
         for (m, kind, x, y), g in zip(records, gouts, strict=True):
             if g is not None:
@@ -139,8 +149,10 @@ class HookGrads(_Engine):
                 for p, contrib in _contributions(m, kind, x, y.detach() if check else None, g, b):
                     acc[id(p)] = contrib if id(p) not in acc else acc[id(p)] + contrib
                 self._checked.update([type(m)] if check else [])
-        blocks = [(off, acc[id(p)].reshape(b, -1)) for _, p, off in _offsets(model) if id(p) in acc]
-        return blocks, ell.detach()
+            for p in m.parameters(recurse=False):
+                left[id(p)] -= 1
+                if left[id(p)] == 0 and id(p) in acc:
+                    yield offset[id(p)], acc.pop(id(p)).reshape(b, -1)
 
     def _modules(self, model: nn.Module) -> list[nn.Module]:
         mods = [m for m in model.modules() if _rule(m) in self.kinds and any(True for _ in m.parameters(False))]

@@ -58,9 +58,15 @@ def embed_batch(model, batch: Batch, proj: Projector, engine: GradEngine) -> tup
     block goes straight into the projector (the (B, n_params) matrix is never assembled)."""
     blocks, ell = engine.blocks(model, batch)
     norm2 = torch.zeros(len(batch), dtype=torch.float64)
-    for _, blk in blocks:
-        norm2 += torch.linalg.vector_norm(blk, dim=1).double() ** 2
-    return proj.project_blocks(blocks, len(batch)), norm2.sqrt().float(), ell
+
+    def tap():  # one pass: exact norms on the way into the projector (blocks may be a lazy iterator)
+        nonlocal norm2
+        for off, blk in blocks:
+            norm2 += torch.linalg.vector_norm(blk.reshape(len(batch), -1), dim=1).double() ** 2
+            yield off, blk
+
+    emb = proj.project_blocks(tap(), len(batch))
+    return emb, norm2.sqrt().float(), ell
 
 
 @dataclass
