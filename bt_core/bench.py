@@ -7,11 +7,13 @@ One run, one model, the same batches for every method:
   fed block by block (`bt_core.sketch.embed_batch`, exactly what `sketch_run` does);
 * ``traker``: the same gradients assembled into (B, n_params) and projected by traker's
   `BasicProjector` (Rademacher, its default block size) — None when traker is not installed;
-* ``vmap_backward``: the torch.func reference engine, for comparison.
+* ``vmap_backward``: the torch.func reference engine, for comparison;
+* ``countsketch_projection_only``: CountSketch alone on the precomputed blocks (its share of the cost).
 
-Fast methods report the best of `repeats` passes (the least-disturbed pass on a shared machine); the
-slow ones (dense, traker: seconds per batch) one pass. Ratios are what to read; absolute rates depend
-on the machine and its load.
+Fast methods report the best of `repeats` interleaved passes (the least-disturbed pass on a shared
+machine); the slow ones (dense, traker: seconds per batch) one pass. The default clock is the process's
+CPU time (one thread), which a shared machine's load inflates far less than wall time; on a quiet machine
+the two agree. Ratios are what to read; absolute rates depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -74,21 +76,31 @@ def traker_projector(n: int, k: int):
                           device=torch.device("cpu"))
 
 
-def _rate(fn: Callable[[Batch], object], batches: list[Batch], repeats: int) -> float:
-    """Best rollouts/s over `repeats` passes of `fn` over all batches."""
+CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
+
+
+def _rates(fns: dict[str, Callable[[Batch], object]], batches: list[Batch], repeats: int,
+           clock: str = "cpu") -> dict[str, float]:
+    """Best rollouts/s of each fn over `repeats` passes over all batches. Passes are interleaved across
+    the fns, so a change in the machine's load hits them alike."""
+    now = CLOCKS[clock]
     n = sum(len(b) for b in batches)
-    best = float("inf")
+    best = dict.fromkeys(fns, float("inf"))
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        for b in batches:
-            fn(b)
-        best = min(best, time.perf_counter() - t0)
-    return n / best
+        for name, fn in fns.items():
+            t0 = now()
+            for b in batches:
+                fn(b)
+            best[name] = min(best[name], now() - t0)
+    return {name: n / t for name, t in best.items()}
 
 
 def bench_sketch(k: int = 8192, batch_size: int = 64, n_batches: int = 2, repeats: int = 5,
-                 run_dir: str | None = None, threads: int = 1, slow: bool = True) -> dict:
-    """Rollouts/s of each method on the same batches (see module docstring) and the ratios."""
+                 run_dir: str | None = None, threads: int = 1, slow: bool = True, clock: str = "cpu") -> dict:
+    """Rollouts/s of each method on the same batches (see module docstring) and the ratios. `clock`:
+    cpu (this process's CPU time: on a shared machine it is not inflated by waiting for a core) or wall."""
+    if clock not in CLOCKS:
+        raise ValueError(f"clock={clock!r} is unknown; choose one of {', '.join(CLOCKS)}")
     from bt_core.sketch import embed_batch
     from bt_core.train import torch_threads
 
@@ -107,16 +119,20 @@ def bench_sketch(k: int = 8192, batch_size: int = 64, n_batches: int = 2, repeat
             flat.norm(dim=1)
             return tp.project(flat, model_id=0)
 
+        pre = {id(b): list(hooks.blocks(model, b)[0]) for b in batches}  # for the projection-only timing
         fast = {"bare_backward": bare, "countsketch": lambda b: embed_batch(model, b, cs, hooks),
-                "vmap_backward": lambda b: vm.blocks(model, b)}
+                "vmap_backward": lambda b: vm.blocks(model, b),
+                "countsketch_projection_only": lambda b: cs.project_blocks(pre[id(b)], len(b))}
         for fn in fast.values():
             fn(batches[0])  # warm-up
-        rates: dict[str, float | None] = {name: _rate(fn, batches, repeats) for name, fn in fast.items()}
-        rates["dense"] = _rate(lambda b: embed_batch(model, b, dense, hooks), batches, 1) if slow else None
-        rates["traker"] = _rate(via_traker, batches, 1) if (slow and tp is not None) else None
+        rates: dict[str, float | None] = dict(_rates(fast, batches, repeats, clock))
+        slow_fns = {"dense": lambda b: embed_batch(model, b, dense, hooks)} if slow else {}
+        if slow and tp is not None:
+            slow_fns["traker"] = via_traker
+        rates.update({"dense": None, "traker": None, **_rates(slow_fns, batches, 1, clock)})
     return {**{key: _round(v) for key, v in rates.items()}, "ratios": _ratios(rates),
             "k": k, "n_params": n, "batch_size": batch_size, "n_rollouts": sum(len(b) for b in batches),
-            "seq_len": [int(b.input_ids.shape[1]) for b in batches], "threads": threads,
+            "seq_len": [int(b.input_ids.shape[1]) for b in batches], "threads": threads, "clock": clock,
             "repeats_fast": repeats, "workload": run_dir or "default-scale model at init, sampled replies",
             "traker_installed": tp is not None}
 
@@ -135,4 +151,5 @@ def _ratios(r: dict[str, float | None]) -> dict[str, float | None]:
             "countsketch_over_dense": div(cs, r.get("dense")),
             "countsketch_overhead_vs_bare": None if cs is None else round(bare / cs - 1, 3),
             "dense_overhead_vs_bare": None if r.get("dense") is None else round(bare / r["dense"] - 1, 3),
-            "hooks_over_vmap": div(bare, r.get("vmap_backward"))}
+            "hooks_over_vmap": div(bare, r.get("vmap_backward")),
+            "countsketch_projection_time_over_bare": div(bare, r.get("countsketch_projection_only"))}

@@ -90,7 +90,7 @@ def _cmd_bench_sketch(args) -> int:
     from bt_core.bench import bench_sketch
 
     res = bench_sketch(k=args.k, batch_size=args.batch_size, n_batches=args.batches, repeats=args.repeats,
-                       run_dir=args.run, slow=not args.no_slow)
+                       run_dir=args.run, slow=not args.no_slow, clock=args.clock)
     if args.json:
         print(json.dumps(res))
         return 0
@@ -114,6 +114,8 @@ def _add_bench_sketch(sub) -> None:
                    help="use this run's checkpoint-0 model and first rollouts (default: the default-scale model "
                         "at init with sampled replies)")
     b.add_argument("--no-slow", action="store_true", help="skip dense and traker (seconds per batch)")
+    b.add_argument("--clock", default="cpu", choices=["cpu", "wall"],
+                   help="cpu: the process's CPU time, robust to a shared machine's load; wall (default: cpu)")
     b.add_argument("--json", action="store_true", help="print one JSON object")
     b.set_defaults(fn=_cmd_bench_sketch)
 

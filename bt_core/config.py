@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Bump when the bytes an artifact holds change for the same config (keeps old caches from being reused).
-FORMAT_VERSION = 2  # 2: hooks per-example gradients and the (B, 2k) CountSketch change sketch bytes
+FORMAT_VERSION = 2  # 2: hooks per-example gradients, block-wise CountSketch (sketch bytes change at float level)
 
 SCENARIOS = ("reference", "task_reward", "no_std_norm")
 PROJECTORS = ("countsketch", "dense", "exact")

@@ -78,38 +78,29 @@ class _Base:
 
 class CountSketch(_Base):
     """CountSketch of the whole gradient, keyed by `seed`; the hash is built in chunks of coordinates.
-
-    Implementation: one index per coordinate, bucket + k·[sign < 0], scatter-added into a (B, 2k)
-    accumulator whose halves are subtracted at the end — the signs cost no multiplication pass
-    (measured ≈ 1.5× faster than multiply-then-scatter here)."""
+    Blocks are scatter-added (`index_add_` along the k axis) after multiplying by their signs."""
 
     name = "countsketch"
 
     def __init__(self, n_params: int, k: int, seed: int = 0, chunk: int = 1 << 22):
         self.n_params, self.k, self.seed, self.chunk = n_params, k, seed, chunk
         key = splitmix64(np.array([seed], np.uint64))[0]
-        parts = []
+        buckets, signs = [], []
         for start in range(0, n_params, chunk):
             h = splitmix64(np.arange(start, min(start + chunk, n_params), dtype=np.uint64) ^ key)
-            neg = (h >> np.uint64(63)).astype(np.int64)
-            parts.append(torch.from_numpy((h % np.uint64(k)).astype(np.int64) + k * neg))
+            buckets.append(torch.from_numpy((h % np.uint64(k)).astype(np.int64)))
+            signs.append(torch.from_numpy(np.where((h >> np.uint64(63)) == 1, -1.0, 1.0).astype(np.float32)))
         # int64 on purpose: index_add_ with int32 indices measured ~10× slower on CPU (torch 2.13)
-        self.index = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64)
-
-    @property
-    def buckets(self) -> torch.Tensor:
-        return self.index % self.k
-
-    @property
-    def signs(self) -> torch.Tensor:
-        return torch.where(self.index >= self.k, -1.0, 1.0)
+        self.buckets = torch.cat(buckets) if buckets else torch.zeros(0, dtype=torch.int64)
+        self.signs = torch.cat(signs) if signs else torch.zeros(0)
 
     def project_blocks(self, blocks: Blocks, batch: int) -> torch.Tensor:
-        acc = torch.zeros(batch, 2 * self.k, dtype=torch.float32)
+        out = torch.zeros(batch, self.k, dtype=torch.float32)
         for off, blk in blocks:
             blk = self._check_block(off, blk)
-            acc.index_add_(1, self.index[off: off + blk.shape[1]], blk)
-        return acc[:, : self.k] - acc[:, self.k:]
+            sl = slice(off, off + blk.shape[1])
+            out.index_add_(1, self.buckets[sl], blk * self.signs[sl])
+        return out
 
 
 class DenseProjector(_Base):
