@@ -46,13 +46,14 @@ def throughput(args) -> dict:
     print(f"\n## Throughput at k = {args.k} (rollouts/s by {res['clock']} clock, {res['n_rollouts']} rollouts, "
           f"n_params = {res['n_params']})")
     print(tabulate([[m, res[m], None if res[m] is None else round(res[m] / bare, 4)]
-                    for m in ("bare_backward", "countsketch", "dense", "traker", "vmap_backward")],
+                    for m in ("bare_backward", "countsketch", "dense", "traker", "vmap_backward", "loop_backward")],
                    headers=["method", "rollouts/s", "÷ bare"], tablefmt="github"))
     r = res["ratios"]
     print(tabulate([["countsketch ÷ traker", r["countsketch_over_traker"], f"≥ {TARGET_CS_OVER_TRAKER}"],
                     ["countsketch overhead vs bare", r["countsketch_overhead_vs_bare"], f"≤ {TARGET_OVERHEAD}"],
                     ["countsketch ÷ dense", r["countsketch_over_dense"], ""],
                     ["hooks ÷ vmap (bare engines)", r["hooks_over_vmap"], ""],
+                    ["hooks ÷ loop of single backwards", r["hooks_over_loop"], ""],
                     ["CountSketch alone: time ÷ bare time", r["countsketch_projection_time_over_bare"], ""]],
                    headers=["ratio", "measured", "target"], tablefmt="github"))
     return res

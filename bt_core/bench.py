@@ -7,7 +7,7 @@ One run, one model, the same batches for every method:
   fed block by block (`bt_core.sketch.embed_batch`, exactly what `sketch_run` does);
 * ``traker``: the same gradients assembled into (B, n_params) and projected by traker's
   `BasicProjector` (Rademacher, its default block size) — None when traker is not installed;
-* ``vmap_backward``: the torch.func reference engine, for comparison;
+* ``vmap_backward`` / ``loop_backward``: the torch.func engine and one backward per rollout, for comparison;
 * ``countsketch_projection_only``: CountSketch alone on the precomputed blocks (its share of the cost).
 
 Fast methods report the best of `repeats` interleaved passes (the least-disturbed pass on a shared
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from bt_core.objective import Batch
-from bt_core.pergrad import HookGrads, VmapGrads, n_params
+from bt_core.pergrad import HookGrads, LoopGrads, VmapGrads, n_params
 from bt_core.projectors import CountSketch, DenseProjector
 
 
@@ -121,7 +121,7 @@ def bench_sketch(k: int = 8192, batch_size: int = 64, n_batches: int = 2, repeat
 
         pre = {id(b): list(hooks.blocks(model, b)[0]) for b in batches}  # for the projection-only timing
         fast = {"bare_backward": bare, "countsketch": lambda b: embed_batch(model, b, cs, hooks),
-                "vmap_backward": lambda b: vm.blocks(model, b),
+                "vmap_backward": lambda b: vm.blocks(model, b), "loop_backward": lambda b: LoopGrads().blocks(model, b),
                 "countsketch_projection_only": lambda b: cs.project_blocks(pre[id(b)], len(b))}
         for fn in fast.values():
             fn(batches[0])  # warm-up
@@ -152,4 +152,5 @@ def _ratios(r: dict[str, float | None]) -> dict[str, float | None]:
             "countsketch_overhead_vs_bare": None if cs is None else round(bare / cs - 1, 3),
             "dense_overhead_vs_bare": None if r.get("dense") is None else round(bare / r["dense"] - 1, 3),
             "hooks_over_vmap": div(bare, r.get("vmap_backward")),
+            "hooks_over_loop": div(bare, r.get("loop_backward")),
             "countsketch_projection_time_over_bare": div(bare, r.get("countsketch_projection_only"))}

@@ -94,7 +94,7 @@ def _cmd_bench_sketch(args) -> int:
     if args.json:
         print(json.dumps(res))
         return 0
-    keys = ["bare_backward", "countsketch", "dense", "traker", "vmap_backward"]
+    keys = ["bare_backward", "countsketch", "dense", "traker", "vmap_backward", "loop_backward"]
     print(tabulate([[key, res[key], None if res[key] is None else round(res[key] / res["bare_backward"], 3)]
                     for key in keys], headers=["method", "rollouts/s", "÷ bare_backward"]))
     print()
