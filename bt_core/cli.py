@@ -3,6 +3,7 @@
     behaviortrace estimators [--json]                    list registered estimators
     behaviortrace train --scale default --seed 3 --out DIR   train one planted-behavior run
     behaviortrace show DIR [--json]                      summarize a run directory
+    behaviortrace bench-sketch [--k 8192] [--json]       rollouts/s of per-rollout gradients ± projection
 """
 
 from __future__ import annotations
@@ -85,6 +86,40 @@ def _cmd_show(args) -> int:
     return 0
 
 
+def _cmd_bench_sketch(args) -> int:
+    from bt_core.bench import bench_sketch
+
+    res = bench_sketch(k=args.k, batch_size=args.batch_size, n_batches=args.batches, repeats=args.repeats,
+                       run_dir=args.run, slow=not args.no_slow, clock=args.clock)
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    keys = ["bare_backward", "countsketch", "dense", "traker", "vmap_backward", "loop_backward"]
+    print(tabulate([[key, res[key], None if res[key] is None else round(res[key] / res["bare_backward"], 3)]
+                    for key in keys], headers=["method", "rollouts/s", "÷ bare_backward"]))
+    print()
+    print(tabulate(list(res["ratios"].items()), headers=["ratio", "value"]))
+    return 0
+
+
+def _add_bench_sketch(sub) -> None:
+    b = sub.add_parser("bench-sketch", help="rollouts/s of per-rollout gradients: bare, +CountSketch, +dense, "
+                       "+traker BasicProjector (same batches)")
+    b.add_argument("--k", type=int, default=8192, metavar="K", help="projection width (default: 8192)")
+    b.add_argument("--batch-size", type=int, default=64, metavar="B", help="rollouts per batch (default: 64)")
+    b.add_argument("--batches", type=int, default=2, metavar="N", help="batches in the workload (default: 2)")
+    b.add_argument("--repeats", type=int, default=5, metavar="R",
+                   help="passes of the fast methods; the best is reported (default: 5)")
+    b.add_argument("--run", default=None, metavar="DIR",
+                   help="use this run's checkpoint-0 model and first rollouts (default: the default-scale model "
+                        "at init with sampled replies)")
+    b.add_argument("--no-slow", action="store_true", help="skip dense and traker (seconds per batch)")
+    b.add_argument("--clock", default="cpu", choices=["cpu", "wall"],
+                   help="cpu: the process's CPU time, robust to a shared machine's load; wall (default: cpu)")
+    b.add_argument("--json", action="store_true", help="print one JSON object")
+    b.set_defaults(fn=_cmd_bench_sketch)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="behaviortrace", description="Training-data attribution test bench for online RL")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -101,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("dir", help="a run directory written by `train` (or in the cache under runs/)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(fn=_cmd_show)
+    _add_bench_sketch(sub)
     args = p.parse_args(argv)
     if getattr(args, "seed", 0) is not None and getattr(args, "seed", 0) < 0:
         p.error(f"--seed {args.seed}: must be a non-negative integer")

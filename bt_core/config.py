@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Bump when the bytes an artifact holds change for the same config (keeps old caches from being reused).
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: hooks per-example gradients, block-wise CountSketch (sketch bytes change at float level)
 
 SCENARIOS = ("reference", "task_reward", "no_std_norm")
-PROJECTORS = ("countsketch",)
+PROJECTORS = ("countsketch", "dense", "exact")
+GRAD_METHODS = ("hooks", "vmap")
 
 
 def _check(ok: bool, msg: str) -> None:
@@ -140,15 +141,20 @@ class RunConfig:
 class SketchConfig:
     """How per-rollout gradients are embedded (PAPER_NOTES "Gradient embedding")."""
 
-    projector: str = "countsketch"  # countsketch (the reference's)
-    k: int = 8192  # embedding width (buckets)
+    projector: str = "countsketch"  # countsketch (the reference's) | dense (TRAK-style) | exact (k = n_params)
+    k: int = 8192  # embedding width (buckets); for exact it must equal the model's parameter count
     hash_seed: int = 0  # key of the coordinate hash; fixed so sketches of all runs are comparable
-    batch_size: int = 64  # rollouts per batched per-example gradient
+    batch_size: int = 64  # rollouts per batched per-example gradient (memory ∝ batch_size · n_params)
+    grad_method: str = "hooks"  # per-example gradients: hooks (one batched backward, fastest) | vmap (torch.func)
 
     def __post_init__(self) -> None:
         _check(self.projector in PROJECTORS,
                f"projector={self.projector!r} is unknown; choose one of {', '.join(PROJECTORS)}")
         _check(self.k >= 16, f"k={self.k} is too small for a faithful sketch; use k ≥ 16 (default 8192)")
+        _check(self.batch_size >= 1, f"batch_size={self.batch_size} must be ≥ 1 (rollouts per batched backward)")
+        _check(self.grad_method in GRAD_METHODS,
+               f"grad_method={self.grad_method!r} is unknown; choose one of {', '.join(GRAD_METHODS)} "
+               "(hooks is the fast default, vmap the generic torch.func reference)")
 
 
 @dataclass(frozen=True)

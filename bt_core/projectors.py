@@ -1,21 +1,35 @@
-"""Gradient projectors: (B, n_params) → (B, k).
+"""Gradient projectors: (B, n_params) → (B, k), linear, keyed by a seed.
 
-CountSketch (the reference's embedding): each coordinate's *global* index is hashed (splitmix64
-finalizer, keyed) to a bucket and a ±1 sign, and values are scatter-added. E⟨Sa, Sb⟩ = ⟨a, b⟩ and the
-cosine noise is ≈ 1/√k. Global indices follow `model.named_parameters()` order (tied weights once).
+Global coordinate indices follow `model.named_parameters()` order (tied weights once). Every projector
+takes a gradient either whole (`project`) or as blocks of consecutive coordinates (`project_blocks`,
+so a per-example gradient engine can hand over one parameter at a time and the full (B, n_params)
+matrix need not be assembled).
 
-`FirstK` is the reference's pitfall P3 (keep only the first k flattened parameters). It exists so the
-coverage check can be shown to catch it; never use it for attribution.
+* `CountSketch` (the reference's embedding, default): each coordinate's global index is hashed
+  (splitmix64 finalizer, keyed) to a bucket and a ±1 sign; values are scatter-added.
+  E⟨Sa, Sb⟩ = ⟨a, b⟩ and Var = (‖a‖²‖b‖² + ⟨a,b⟩² − 2Σ a_j²b_j²)/k, so cosine noise ≈ 1/√k.
+  Cost O(B·n_params) whatever k is.
+* `DenseProjector`: a dense Rademacher (or Gaussian) matrix with entries of variance 1/k, regenerated
+  from the seed in row blocks (TRAK-style; for comparison). Same expectation and variance as CountSketch
+  up to the Σa²b² term; cost O(B·n_params·k) plus generating n_params·k numbers per call.
+* `Exact`: no projection (k must equal n_params), for models small enough; refused above `EXACT_MAX_PARAMS`.
+* `FirstK` is the reference's pitfall P3 (keep only the first k flattened parameters). It exists so the
+  coverage check can be shown to catch it; never use it for attribution.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import Protocol
 
 import numpy as np
 import torch
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+EXACT_MAX_PARAMS = 1 << 18  # (16,000 rollouts × 262,144 × 4 bytes ≈ 17 GB of embeddings: the practical limit)
+
+Blocks = Iterable[tuple[int, torch.Tensor]]  # (global offset of the block's first coordinate, (B, m) values)
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
@@ -33,11 +47,38 @@ class Projector(Protocol):
     k: int
     n_params: int
 
-    def project(self, flat: torch.Tensor) -> torch.Tensor: ...
+    def project(self, flat: torch.Tensor) -> torch.Tensor:
+        """(..., n_params) → (..., k) float32."""
+        ...
+
+    def project_blocks(self, blocks: Blocks, batch: int) -> torch.Tensor:
+        """Σ over blocks of the projection of coordinates [offset, offset + m): (batch, k) float32.
+        Coordinates that appear in no block count as zero."""
+        ...
 
 
-class CountSketch:
-    """CountSketch of the whole gradient, keyed by `seed`. Chunked over coordinates."""
+class _Base:
+    name = "base"
+    k: int
+    n_params: int
+
+    def project(self, flat: torch.Tensor) -> torch.Tensor:
+        if flat.shape[-1] != self.n_params:
+            raise ValueError(f"gradient has {flat.shape[-1]} coordinates, {self.name} expects {self.n_params}: "
+                             "build the projector with the model's parameter count")
+        flat2 = flat.reshape(-1, self.n_params)
+        return self.project_blocks([(0, flat2)], flat2.shape[0]).reshape(*flat.shape[:-1], self.k)
+
+    def _check_block(self, off: int, blk: torch.Tensor) -> torch.Tensor:
+        blk = blk.reshape(blk.shape[0], -1)
+        if off < 0 or off + blk.shape[1] > self.n_params:
+            raise ValueError(f"block [{off}, {off + blk.shape[1]}) lies outside the {self.n_params} coordinates")
+        return blk if blk.dtype == torch.float32 else blk.float()
+
+
+class CountSketch(_Base):
+    """CountSketch of the whole gradient, keyed by `seed`; the hash is built in chunks of coordinates.
+    Blocks are scatter-added (`index_add_` along the k axis) after multiplying by their signs."""
 
     name = "countsketch"
 
@@ -46,24 +87,85 @@ class CountSketch:
         key = splitmix64(np.array([seed], np.uint64))[0]
         buckets, signs = [], []
         for start in range(0, n_params, chunk):
-            idx = np.arange(start, min(start + chunk, n_params), dtype=np.uint64)
-            h = splitmix64(idx ^ key)
+            h = splitmix64(np.arange(start, min(start + chunk, n_params), dtype=np.uint64) ^ key)
             buckets.append(torch.from_numpy((h % np.uint64(k)).astype(np.int64)))
             signs.append(torch.from_numpy(np.where((h >> np.uint64(63)) == 1, -1.0, 1.0).astype(np.float32)))
-        self.buckets, self.signs = buckets, signs
+        # int64 on purpose: index_add_ with int32 indices measured ~10× slower on CPU (torch 2.13)
+        self.buckets = torch.cat(buckets) if buckets else torch.zeros(0, dtype=torch.int64)
+        self.signs = torch.cat(signs) if signs else torch.zeros(0)
 
-    def project(self, flat: torch.Tensor) -> torch.Tensor:
-        if flat.shape[-1] != self.n_params:
-            raise ValueError(f"gradient has {flat.shape[-1]} coordinates, sketch expects {self.n_params}")
-        flat2 = flat.reshape(-1, self.n_params).float()
-        out = torch.zeros(flat2.shape[0], self.k, dtype=torch.float32)
-        for i, (b, s) in enumerate(zip(self.buckets, self.signs, strict=True)):
-            lo = i * self.chunk
-            out.index_add_(1, b, flat2[:, lo: lo + b.numel()] * s)
-        return out.reshape(*flat.shape[:-1], self.k)
+    def project_blocks(self, blocks: Blocks, batch: int) -> torch.Tensor:
+        out = torch.zeros(batch, self.k, dtype=torch.float32)
+        for off, blk in blocks:
+            blk = self._check_block(off, blk)
+            sl = slice(off, off + blk.shape[1])
+            out.index_add_(1, self.buckets[sl], blk * self.signs[sl])
+        return out
 
 
-class FirstK:
+class DenseProjector(_Base):
+    """Dense random projection P (n_params × k), entries ±1/√k (`dist="rademacher"`) or N(0, 1/k)
+    (`"gaussian"`), regenerated from `seed` in blocks of `rows` coordinates on every call (TRAK-style);
+    kept in memory instead when the whole matrix is at most `cache_bytes`."""
+
+    name = "dense"
+
+    def __init__(self, n_params: int, k: int, seed: int = 0, dist: str = "rademacher", rows: int = 2048,
+                 cache_bytes: int = 256 << 20):
+        if dist not in ("rademacher", "gaussian"):
+            raise ValueError(f"dist={dist!r} is unknown; choose rademacher or gaussian")
+        self.n_params, self.k, self.seed, self.dist, self.rows = n_params, k, seed, dist, rows
+        self._cache: dict[int, torch.Tensor] | None = {} if n_params * k * 4 <= cache_bytes else None
+
+    def _block(self, i: int) -> torch.Tensor:
+        """Rows [i·rows, (i+1)·rows) of P; seeded by (seed, i) so any block can be regenerated alone."""
+        if self._cache is not None and i in self._cache:
+            return self._cache[i]
+        n = min(self.rows, self.n_params - i * self.rows)
+        g = torch.Generator().manual_seed(int(splitmix64(np.array([self.seed * 1_000_003 + i], np.uint64))[0] >> 1))
+        m = torch.randn(n, self.k, generator=g)
+        if self.dist == "rademacher":
+            m.sign_()  # the sign of a Gaussian is a fair ±1 (3× faster here than bernoulli_)
+        m.mul_(1.0 / math.sqrt(self.k))
+        if self._cache is not None:
+            self._cache[i] = m
+        return m
+
+    def project_blocks(self, blocks: Blocks, batch: int) -> torch.Tensor:
+        out = torch.zeros(batch, self.k, dtype=torch.float32)
+        for off, blk in blocks:
+            blk = self._check_block(off, blk)
+            lo, hi = off, off + blk.shape[1]
+            for i in range(lo // self.rows, (hi - 1) // self.rows + 1 if hi > lo else 0):
+                a, b = max(lo, i * self.rows), min(hi, (i + 1) * self.rows)
+                out.addmm_(blk[:, a - off: b - off], self._block(i)[a - i * self.rows: b - i * self.rows])
+        return out
+
+
+class Exact(_Base):
+    """No projection: the embedding is the gradient itself (k = n_params). Only for small models."""
+
+    name = "exact"
+
+    def __init__(self, n_params: int, k: int, seed: int = 0):
+        if n_params > EXACT_MAX_PARAMS:
+            raise ValueError(
+                f"projector='exact' stores n_params={n_params:,} floats per rollout, more than the limit "
+                f"{EXACT_MAX_PARAMS:,} (≈ 1 MB per rollout); use projector='countsketch' for this model")
+        if k != n_params:
+            raise ValueError(f"projector='exact' has width n_params={n_params}, but k={k}; set "
+                             f"SketchConfig(projector='exact', k={n_params}) so every array is sized right")
+        self.n_params, self.k = n_params, n_params
+
+    def project_blocks(self, blocks: Blocks, batch: int) -> torch.Tensor:
+        out = torch.zeros(batch, self.k, dtype=torch.float32)
+        for off, blk in blocks:
+            blk = self._check_block(off, blk)
+            out[:, off: off + blk.shape[1]] += blk
+        return out
+
+
+class FirstK(_Base):
     """BROKEN ON PURPOSE (pitfall P3): keeps the first k coordinates. Only for coverage tests."""
 
     name = "first_k"
@@ -71,13 +173,24 @@ class FirstK:
     def __init__(self, n_params: int, k: int, seed: int = 0):
         self.n_params, self.k = n_params, min(k, n_params)
 
-    def project(self, flat: torch.Tensor) -> torch.Tensor:
-        return flat[..., : self.k].float().clone()
+    def project_blocks(self, blocks: Blocks, batch: int) -> torch.Tensor:
+        out = torch.zeros(batch, self.k, dtype=torch.float32)
+        for off, blk in blocks:
+            blk = self._check_block(off, blk)
+            hi = min(off + blk.shape[1], self.k)
+            if hi > off:
+                out[:, off:hi] += blk[:, : hi - off]
+        return out
 
 
 def make_projector(name: str, n_params: int, k: int, seed: int) -> Projector:
+    """The projector `name` (countsketch | dense | exact) of width k over n_params coordinates."""
     if name == "countsketch":
         return CountSketch(n_params, k, seed)
+    if name == "dense":
+        return DenseProjector(n_params, k, seed)
+    if name == "exact":
+        return Exact(n_params, k, seed)
     if name == "first_k":
         return FirstK(n_params, k, seed)
-    raise ValueError(f"projector={name!r} is unknown; choose countsketch")
+    raise ValueError(f"projector={name!r} is unknown; choose countsketch, dense or exact")
