@@ -38,17 +38,26 @@ def run_key(cfg: RunConfig) -> str:
 
 def build_run(store: ArtifactStore, cfg: RunConfig, progress: bool = False) -> Run:
     key = run_key(cfg)
-    path = store.get_or_build("runs", key, to_dict(cfg), lambda d: train_run(cfg, d, progress))
+    path = store.get_or_build("runs", key, to_dict(cfg), lambda d, work: train_run(cfg, d, progress, work=work),
+                              resumable=True)
     return Run(path)
+
+
+def build_sketches(store: ArtifactStore, run: Run, run_cfg: RunConfig, sketch: SketchConfig,
+                   progress: bool = False) -> tuple[str, Path]:
+    """The sketches of `run` (key, directory). A killed sketch build restarts from scratch: it is one
+    pass over the stored checkpoints, and its tmp directory is never accepted."""
+    rk = run_key(run_cfg)
+    sk_key = config_hash(rk, sketch)
+    return sk_key, store.get_or_build("sketches", sk_key, {"run": rk, "sketch": to_dict(sketch)},
+                                      lambda d: sketch_run(run, sketch, d, progress))
 
 
 def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
                progress: bool = False) -> SeedArtifacts:
     run = build_run(store, run_cfg, progress)
     rk = run_key(run_cfg)
-    sk_key = config_hash(rk, sketch)
-    sk_path = store.get_or_build("sketches", sk_key, {"run": rk, "sketch": to_dict(sketch)},
-                                 lambda d: sketch_run(run, sketch, d, progress))
+    sk_key, sk_path = build_sketches(store, run, run_cfg, sketch, progress)
     tg_key = config_hash(rk, sketch, "targets")
     tg_path = store.get_or_build("targets", tg_key, {"run": rk, "sketch": to_dict(sketch)},
                                  lambda d: build_targets(run, sketch, d))
@@ -70,8 +79,10 @@ def _build_paths(root: str, rebuild: bool, run_cfg: RunConfig, sketch: SketchCon
 
 def build_all(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
               seeds: list[int], workers: int = 1, progress: bool = False) -> dict[int, SeedArtifacts]:
-    """Artifacts of every seed; with `workers` > 1 seeds are built in parallel processes (each torch
-    process single-threaded, so results are identical to a serial build)."""
+    """Artifacts of every seed (built in the order of `seeds`); with `workers` > 1 seeds are built in
+    parallel processes (each torch process single-threaded, so results are identical to a serial build).
+    Safe to call from several processes at once (pytest-xdist workers): the store's per-key file locks
+    make each artifact built once, the others wait and load it."""
     if workers > 1 and len(seeds) > 1:
         # spawn, not fork: a forked child of a process whose OpenMP pool already ran can deadlock.
         ctx = multiprocessing.get_context("spawn")
