@@ -72,7 +72,7 @@ def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, d
     return SeedArtifacts(run, Sketches.load(sk_path), Targets(tg_path), draw_objs, keys)
 
 
-def _build_paths(root: str, rebuild: bool, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig) -> None:
+def _build_paths(root: str, rebuild: bool | str, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig) -> None:
     """Worker entry point: build one seed's artifacts (results are read back from the cache)."""
     build_seed(ArtifactStore(root, rebuild=rebuild), run_cfg, sketch, draws)
 
@@ -91,5 +91,5 @@ def build_all(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, dr
                     for s in seeds]
             for f in futs:
                 f.result()
-        store = ArtifactStore(Path(store.root))  # rebuilt above if asked; now only load
+        # With a rebuild the workers shared this store's token: what they rebuilt is not rebuilt again.
     return {s: build_seed(store, run_cfg.with_seed(s), sketch, draws, progress) for s in seeds}

@@ -206,13 +206,24 @@ def verify_dir(path: Path, config: dict[str, Any] | None = None) -> dict[str, An
 
 
 # --------------------------------------------------------------------------- the store
+def _token(path: Path) -> str | None:
+    """The rebuild token recorded in a manifest / partial.json (None if absent or unreadable)."""
+    try:
+        return json.loads(path.read_text()).get("rebuild_token")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+
+
 class ArtifactStore:
     """A cache directory of artifacts keyed by (kind, config hash)."""
 
-    def __init__(self, root: str | os.PathLike, rebuild: bool = False):
+    def __init__(self, root: str | os.PathLike, rebuild: bool | str = False):
+        """`rebuild`: False; True (rebuild every artifact this store touches, once); or a token string
+        shared by cooperating processes (xdist workers, build workers) so that each artifact is rebuilt
+        once per session, not once per process: an artifact whose manifest carries the token was already
+        rebuilt in this session. `self.rebuild` is False or the token."""
         self.root = Path(root)
-        self.rebuild = rebuild
-        self._built: set[Path] = set()  # built by this store (so --bt-rebuild rebuilds once, not per call)
+        self.rebuild: str | bool = (uuid.uuid4().hex if rebuild is True else rebuild) or False
 
     def path(self, kind: str, key: str) -> Path:
         return self.root / kind / key
@@ -230,7 +241,7 @@ class ArtifactStore:
         with FileLock(str(lock_path(final))):
             for p in stale_siblings(final):  # debris of killed processes (we hold the lock)
                 shutil.rmtree(p, ignore_errors=True)
-            if final.exists() and self.rebuild and final not in self._built:
+            if final.exists() and self.rebuild and _token(final / MANIFEST) != self.rebuild:
                 discard(final)
             if final.exists():
                 shutil.rmtree(partial_dir(final), ignore_errors=True)  # killed after the rename
@@ -250,7 +261,6 @@ class ArtifactStore:
                 except BaseException:
                     shutil.rmtree(tmp, ignore_errors=True)
                     raise
-            self._built.add(final)
             return final
 
     def _work_dir(self, final: Path, kind: str, key: str, config: dict[str, Any]) -> Path:
@@ -260,15 +270,16 @@ class ArtifactStore:
                  "git_commit": git_commit()}
         if work.exists():
             try:
-                same = json.loads((work / PARTIAL).read_text()) == ident
-            except (OSError, json.JSONDecodeError):
+                same = {k: v for k, v in json.loads((work / PARTIAL).read_text()).items()
+                        if k != "rebuild_token"} == ident
+            except (OSError, json.JSONDecodeError, AttributeError):
                 same = False
-            if self.rebuild or not same:
+            if not same or (self.rebuild and _token(work / PARTIAL) != self.rebuild):
                 shutil.rmtree(work)
         if not work.exists():
             tmp = tmp_dir(final)
             tmp.mkdir()
-            write_json_atomic(tmp / PARTIAL, ident)
+            write_json_atomic(tmp / PARTIAL, {**ident, "rebuild_token": self.rebuild or None})
             os.rename(tmp, work)
         return work
 
@@ -280,7 +291,8 @@ class ArtifactStore:
         manifest = {
             "kind": kind, "key": key, "config": config, "versions": versions(),
             "git_commit": git_commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "builder": {"pid": os.getpid(), "host": socket.gethostname()}, "build_s": build_s, **extra,
+            "builder": {"pid": os.getpid(), "host": socket.gethostname()}, "build_s": build_s,
+            "rebuild_token": self.rebuild or None, **extra,
             "files": {str(p.relative_to(out)): sha256_file(p)
                       for p in sorted(out.rglob("*")) if p.is_file() and p.name != MANIFEST},
         }

@@ -56,14 +56,16 @@ def test_racing_processes_build_an_artifact_once(tmp_path):
 def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeypatch, tmp_path):
     """`pytest -n 2` on an empty cache: both workers need seed 0's artifacts at once; the file locks let
     one build each artifact while the other waits and loads it; both pass their share of the tests, and
-    the controller writes one scorecard holding every worker's verdicts."""
+    the controller writes one scorecard holding every worker's verdicts, equal to a serial run's.
+    With --bt-rebuild as well: the workers share the session's rebuild token, so the second worker does
+    not rebuild what the first just built (without the token each worker would rebuild once)."""
     pytest.importorskip("xdist")
     monkeypatch.setenv("PYTHONPATH", _env()["PYTHONPATH"])
     pytester.makeconftest("pytest_plugins = ['fixtures.plugin']\n")
     shutil.copy(ROOT / "benchmarks" / "test_checklist.py", pytester.path / "test_checklist.py")
     cache = tmp_path / "cold"
-    res = pytester.runpytest_subprocess("-n", "2", "--scale=smoke", "--seeds=0", f"--bt-cache={cache}",
-                                        "--estimator=oracle,random", "-p", "no:cacheprovider", timeout=600)
+    args = ("--scale=smoke", "--seeds=0", f"--bt-cache={cache}", "--estimator=oracle,random", "-p", "no:cacheprovider")
+    res = pytester.runpytest_subprocess("-n", "2", "--bt-rebuild", *args, timeout=600)
     outcomes = res.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 4, res.stdout.str()
     card = json.loads((pytester.path / "scorecard.json").read_text())
@@ -77,6 +79,10 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     assert len(keys) == len(set(keys)) == 5  # run, sketches, targets, 2 draws: each built exactly once
     assert not [p for k in ("runs", "sketches", "targets", "draws") for p in (cache / k).iterdir()
                 if p.name.startswith(".")]  # no tmp/partial debris
+    serial = pytester.runpytest_subprocess(*args, "--bt-workers=1", "--scorecard=serial.json", timeout=600)
+    assert json.loads((pytester.path / "serial.json").read_text())["records"] == card["records"]
+    assert (cache / "builds.jsonl").read_text().count("\n") == 5  # the serial run loaded, built nothing
+    serial.assert_outcomes(passed=outcomes.get("passed", 0), failed=outcomes.get("failed", 0))
 
 
 # --------------------------------------------------------------------------- cache info / clean

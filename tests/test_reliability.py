@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.stats  # noqa: F401  before pytester's in-process runs, whose module snapshot would drop it
 
 from bt_core.config import config_hash
 from bt_core.pipeline import build_run, build_seed, build_sketches, run_key

@@ -136,3 +136,18 @@ def test_leftover_work_dir_next_to_a_finished_artifact_is_removed(tmp_path):
     partial_dir(p).mkdir()  # killed between the rename and the clean-up
     ArtifactStore(tmp_path).get_or_build("x", "k1", {}, _build)
     assert _entries(tmp_path / "x") == ["k1"]
+
+
+def test_rebuild_token_rebuilds_once_per_session_across_processes(tmp_path):
+    """xdist workers / build workers share the session's token: whoever comes second finds the artifact
+    already rebuilt in this session and loads it; a new session (new token) rebuilds again."""
+    ArtifactStore(tmp_path).get_or_build("x", "k1", {}, _build)
+    calls = []
+    build = lambda d: (calls.append(1), _build(d))[-1]  # noqa: E731
+    worker_a, worker_b = ArtifactStore(tmp_path, rebuild="tok1"), ArtifactStore(tmp_path, rebuild="tok1")
+    worker_a.get_or_build("x", "k1", {}, build)
+    worker_b.get_or_build("x", "k1", {}, build)
+    assert calls == [1]
+    ArtifactStore(tmp_path, rebuild="tok2").get_or_build("x", "k1", {}, build)
+    assert calls == [1, 1]
+    assert ArtifactStore(tmp_path, rebuild=True).rebuild not in (True, False)  # True → a fresh token
