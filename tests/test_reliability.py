@@ -116,6 +116,38 @@ def test_sketching_killed_leaves_nothing_and_restarts_to_the_same_bytes(smoke_sc
     assert sorted(p.name for p in sk_dir.iterdir()) == [key, key + ".lock"]
 
 
+def test_journal_accepts_only_the_intact_prefix_of_checkpoints(tmp_path):
+    """A torn or edited checkpoint file (or segment) ends the accepted prefix: restore continues from the
+    checkpoint before it and deletes everything after, so a resumed run never builds on damaged state."""
+    import torch
+
+    from bt_core.resume import TrainJournal, ckpt_files
+
+    out, gen = tmp_path / "work" / "artifact", torch.Generator().manual_seed(3)
+    (out / "checkpoints").mkdir(parents=True)
+    journal = TrainJournal(tmp_path / "work", out, [0, 6, 12, 18])
+    probes = []
+    for step in (0, 6, 12, 18):
+        for f in ckpt_files(out, step):
+            f.write_bytes(f"weights {step}".encode())
+        probes.append({"step": step})
+        journal.commit(step, [], gen, list(probes), {"sft_final_loss": 1.5})
+        torch.rand(5, generator=gen)  # the sampling between checkpoints moves the generator on
+    (out / "rollouts").mkdir()  # debris of a final assembly that was cut short
+    with open(ckpt_files(out, 12)[1], "ab") as f:
+        f.write(b"torn")
+    restored = TrainJournal(tmp_path / "work", out, [0, 6, 12, 18]).restore()
+    assert restored.step == 6 and [p["step"] for p in restored.probes] == [0, 6]
+    assert restored.extra == {"sft_final_loss": 1.5}
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == sorted(
+        f.name for s in (0, 6) for f in ckpt_files(out, s))
+    assert sorted(p.name for p in (tmp_path / "work" / "journal").iterdir()) == ["step_000000", "step_000006"]
+    assert not (out / "rollouts").exists()
+    replay = torch.Generator().manual_seed(3)
+    torch.rand(5, generator=replay)
+    assert torch.equal(torch.from_numpy(restored.generator_state), replay.get_state())  # state at step 6
+
+
 # --------------------------------------------------------------------------- integrity
 @pytest.fixture
 def run_copy(smoke_artifacts, tmp_path) -> Path:
