@@ -4,6 +4,7 @@
     behaviortrace train --scale default --seed 3 --out DIR   train one planted-behavior run
     behaviortrace show DIR [--json]                      summarize a run directory
     behaviortrace bench-sketch [--k 8192] [--json]       rollouts/s of per-rollout gradients ± projection
+    behaviortrace cache info|clean [--bt-cache DIR] ...  cache size report / safe cleaning (cache_admin.py)
 """
 
 from __future__ import annotations
@@ -61,11 +62,11 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_show(args) -> int:
-    from bt_core.store import ArtifactError, ArtifactStore
+    from bt_core.store import ArtifactError, verify_dir
 
     d = Path(args.dir)
     try:
-        manifest = ArtifactStore(d.parent).verify(d)
+        manifest = verify_dir(d)
     except ArtifactError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -137,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(fn=_cmd_show)
     _add_bench_sketch(sub)
+    from bt_core import cache_admin
+
+    cache_admin.add_subparser(sub)
     args = p.parse_args(argv)
     if getattr(args, "seed", 0) is not None and getattr(args, "seed", 0) < 0:
         p.error(f"--seed {args.seed}: must be a non-negative integer")

@@ -37,7 +37,8 @@ def run_key(cfg: RunConfig) -> str:
 
 
 def build_run(store: ArtifactStore, cfg: RunConfig, progress: bool = False) -> Run:
-    path = store.get_or_build("runs", run_key(cfg), to_dict(cfg), lambda d: train_run(cfg, d, progress))
+    path = store.get_or_build("runs", run_key(cfg), to_dict(cfg),
+                              lambda d, work: train_run(cfg, d, progress, work=work), resumable=True)
     return Run(path)
 
 
@@ -51,13 +52,22 @@ def seed_keys(run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig) -> di
     return keys
 
 
+def build_sketches(store: ArtifactStore, run: Run, run_cfg: RunConfig, sketch: SketchConfig,
+                   progress: bool = False) -> tuple[str, Path]:
+    """The sketches of `run` (key, directory). A killed sketch build restarts from scratch: it is one
+    pass over the stored checkpoints, and its tmp directory is never accepted."""
+    rk = run_key(run_cfg)
+    sk_key = config_hash(rk, sketch)
+    return sk_key, store.get_or_build("sketches", sk_key, {"run": rk, "sketch": to_dict(sketch)},
+                                      lambda d: sketch_run(run, sketch, d, progress))
+
+
 def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
                progress: bool = False) -> SeedArtifacts:
     run = build_run(store, run_cfg, progress)
     keys = seed_keys(run_cfg, sketch, draws)
     rk, sk = keys["run"][1], to_dict(sketch)
-    sk_path = store.get_or_build(*keys["sketches"], {"run": rk, "sketch": sk},
-                                 lambda d: sketch_run(run, sketch, d, progress))
+    _, sk_path = build_sketches(store, run, run_cfg, sketch, progress)
     tg_path = store.get_or_build(*keys["targets"], {"run": rk, "sketch": sk},
                                  lambda d: build_targets(run, sketch, d))
     draw_objs = []
@@ -69,25 +79,28 @@ def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, d
                          {name: key for name, (_, key) in keys.items()})
 
 
-def _build_paths(root: str, rebuild: bool, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig) -> None:
+def _build_paths(root: str, rebuild: bool | str, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig) -> None:
     """Worker entry point: build one seed's artifacts (results are read back from the cache)."""
     build_seed(ArtifactStore(root, rebuild=rebuild), run_cfg, sketch, draws)
 
 
 def build_all(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
               seeds: list[int], workers: int = 1, progress: bool = False) -> dict[int, SeedArtifacts]:
-    """Artifacts of every seed; with `workers` > 1 seeds are built in parallel processes (each torch
-    process single-threaded, so results are identical to a serial build)."""
+    """Artifacts of every seed (built in the order of `seeds`); with `workers` > 1 the seeds whose
+    artifacts are not all cached yet are built in parallel processes (each torch process single-threaded,
+    so results are identical to a serial build). Safe to call from several processes at once
+    (pytest-xdist workers): the store's per-key file locks make each artifact built once, the others wait
+    and load it."""
     missing = [s for s in seeds if store.rebuild or not all(
         (store.path(kind, key) / "manifest.json").exists()
         for kind, key in seed_keys(run_cfg.with_seed(s), sketch, draws).values())]
     if workers > 1 and len(missing) > 1:
         # spawn, not fork: a forked child of a process whose OpenMP pool already ran can deadlock.
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=ctx) as ex:
+        with ProcessPoolExecutor(max_workers=min(workers, len(missing)), mp_context=ctx) as ex:
             futs = [ex.submit(_build_paths, str(store.root), store.rebuild, run_cfg.with_seed(s), sketch, draws)
                     for s in missing]
             for f in futs:
                 f.result()
-        store = ArtifactStore(Path(store.root))  # rebuilt above if asked; now only load
+        # With a rebuild the workers shared this store's token: what they rebuilt is not rebuilt again.
     return {s: build_seed(store, run_cfg.with_seed(s), sketch, draws, progress) for s in seeds}

@@ -19,10 +19,13 @@ from tqdm.auto import tqdm
 
 from bt_core import grpo
 from bt_core.config import RunConfig, run_config_from_dict
+from bt_core.faults import fault_point
 from bt_core.generate import sample
 from bt_core.model import Codec, build_codec, build_model, load_optimizer, load_params, save_optimizer, save_params
 from bt_core.objective import collate, masked_mean, token_logprobs
+from bt_core.resume import TrainJournal
 from bt_core.rollouts import RolloutTable
+from bt_core.store import verify_dir
 from bt_core.task import Task
 
 
@@ -103,38 +106,51 @@ def probe_eval(model, task: Task, codec: Codec, cfg: RunConfig, step: int, n_sam
 
 
 # --------------------------------------------------------------------------- GRPO
-def train_run(cfg: RunConfig, out: Path, progress: bool = False) -> dict:
-    """Train one seed and write its run directory into `out`. Returns summary fields."""
+def train_run(cfg: RunConfig, out: Path, progress: bool = False, work: Path | None = None) -> dict:
+    """Train one seed and write its run directory into `out`. Returns summary fields.
+    With a `work` directory (the store's resumable one) progress is journaled at every checkpoint and
+    a later call resumes from the last complete one (bt_core/resume.py)."""
     with torch_threads(cfg.threads):
-        return _train(cfg, out, progress)
+        return _train(cfg, out, progress, work)
 
 
-def _train(cfg: RunConfig, out: Path, progress: bool) -> dict:
+def _train(cfg: RunConfig, out: Path, progress: bool, work: Path | None = None) -> dict:
     t_start = time.perf_counter()
     task, codec = Task(cfg.task), build_codec(cfg.model)
+    journal = TrainJournal(work, out, checkpoint_steps(cfg))
+    resumed = journal.restore()
     model = build_model(cfg.model, codec.vocab_size, cfg.seed)
     t0 = time.perf_counter()
-    sft_losses = sft(model, task, codec, cfg, progress)
+    sft_losses = sft(model, task, codec, cfg, progress) if resumed is None else []
     sft_s = time.perf_counter() - t0
+    sft_loss = round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None
     g = cfg.grpo
     opt = grpo.make_optimizer(model, g)
     gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, 0x6E]).generate_state(1)[0]))
     order = task.pool_order(cfg.seed, g.steps * g.prompts_per_step)
     ckpts = set(checkpoint_steps(cfg))
-    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     parts, probes, gen_s, upd_s, probe_s = [], [], 0.0, 0.0, 0.0
+    start = 0
+    if resumed is not None:  # continue from the last complete checkpoint, exactly
+        journal.load_state(resumed, model, opt, gen, out)
+        parts, probes, start = resumed.parts, resumed.probes, resumed.step
+        sft_loss = resumed.extra.get("sft_final_loss")
+    seg_start = len(parts)
 
     def checkpoint(step: int) -> None:
-        nonlocal probe_s
+        nonlocal probe_s, seg_start
         save_params(model, out / "checkpoints" / f"{ckpt_name(step)}.safetensors")
         save_optimizer(opt, out / "checkpoints" / f"{ckpt_name(step)}.optim.safetensors")
         t = time.perf_counter()
         probes.append(probe_eval(model, task, codec, cfg, step))
         probe_s += time.perf_counter() - t
+        journal.commit(step, parts[seg_start:], gen, probes, {"sft_final_loss": sft_loss})
+        seg_start = len(parts)
 
-    bar = tqdm(range(g.steps), desc=f"GRPO seed {cfg.seed}", disable=not progress, leave=False)
+    bar = tqdm(range(start, g.steps), desc=f"GRPO seed {cfg.seed}", disable=not progress, leave=False)
     for step in bar:
-        if step in ckpts:
+        if step in ckpts and not (resumed is not None and step == resumed.step):
             checkpoint(step)
         t = time.perf_counter()
         table = grpo.collect(model, task, codec, order[step * g.prompts_per_step:(step + 1) * g.prompts_per_step],
@@ -144,9 +160,11 @@ def _train(cfg: RunConfig, out: Path, progress: bool) -> dict:
         grpo.update(model, opt, table, codec, g.grad_clip)
         upd_s += time.perf_counter() - t
         parts.append(table)
+        fault_point("train.step")
         if progress:
             bar.set_postfix(behavior=f"{table.behavior.mean():.2f}", gt=int(table.gt.sum()))
-    checkpoint(g.steps)
+    if resumed is None or resumed.step < g.steps:
+        checkpoint(g.steps)
     rollouts = RolloutTable.concat(parts)
     rollouts.save(out / "rollouts")
     (out / "probes.json").write_text(json.dumps(probes, indent=1))
@@ -155,8 +173,9 @@ def _train(cfg: RunConfig, out: Path, progress: bool) -> dict:
                           "update_s": round(upd_s, 3), "probe_s": round(probe_s, 3),
                           "wall_s": round(time.perf_counter() - t_start, 3),
                           "s_per_step_generation": round(gen_s / g.steps, 5),
-                          "s_per_step_update": round(upd_s / g.steps, 5)}
-    summary["sft_final_loss"] = round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None
+                          "s_per_step_update": round(upd_s / g.steps, 5),
+                          "resumed_from_step": None if resumed is None else resumed.step}
+    summary["sft_final_loss"] = sft_loss
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return {"summary": summary}
 
@@ -173,11 +192,12 @@ def _summary(rollouts: RolloutTable, probes: list[dict], cfg: RunConfig) -> dict
 
 # --------------------------------------------------------------------------- loading
 class Run:
-    """A trained run loaded from its directory (arrays memory-mapped)."""
+    """A trained run loaded from its directory (arrays memory-mapped), verified against its manifest
+    first (ArtifactError naming the file and the fix if anything was truncated, edited or added)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        manifest = json.loads((self.path / "manifest.json").read_text())
+        manifest = verify_dir(self.path)
         self.manifest = manifest
         self.config = run_config_from_dict(manifest["config"])
         self.rollouts = RolloutTable.load(self.path / "rollouts")

@@ -145,9 +145,16 @@ def test_sketch_table_at_exact_vmap_stores_the_gradients(smoke_batch, tmp_path):
     assert np.allclose(sk.fluency, ell.numpy(), atol=1e-6)
 
 
-def test_stream_sketch_report_records_engine_and_timings(smoke_artifacts):
+def test_stream_sketch_report_records_engine_and_timings(smoke_artifacts, smoke_scale):
     rep = smoke_artifacts[0].sketches.report
-    assert rep["grad_method"] == "hooks" and rep["timings"]["embed_s"] > 0
+    assert rep["grad_method"] == "hooks" and "timings" not in rep  # report.json stays byte-reproducible
+    from bt_core.pipeline import seed_keys
+    from bt_core.store import ArtifactStore
+
+    a = smoke_artifacts[0]
+    kind, key = seed_keys(a.run.config, smoke_scale.sketch, smoke_scale.draws)["sketches"]
+    manifest = json.loads((ArtifactStore(a.run.path.parents[1]).path(kind, key) / "manifest.json").read_text())
+    assert manifest["timings"]["embed_s"] > 0
 
 
 def test_sketch_config_checks():

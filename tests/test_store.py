@@ -1,16 +1,21 @@
-"""Artifact store: atomic builds, integrity checks, config mismatch, no pickle."""
+"""Artifact store: atomic builds, integrity checks, config mismatch, no pickle, stale debris, resumable
+work directories."""
 
 import json
 
 import numpy as np
 import pytest
 
-from bt_core.store import ArtifactError, ArtifactStore, load_array, save_array
+from bt_core.store import ArtifactError, ArtifactStore, load_array, partial_dir, save_array, verify_dir
 
 
 def _build(d):
     save_array(d / "a.npy", np.arange(10))
     (d / "meta.json").write_text("{}")
+
+
+def _entries(d):
+    return sorted(p.name for p in d.iterdir() if not p.name.endswith(".lock"))
 
 
 def test_build_once_then_verify(tmp_path):
@@ -19,7 +24,11 @@ def test_build_once_then_verify(tmp_path):
     p1 = store.get_or_build("x", "k1", {"c": 1}, lambda d: (calls.append(1), _build(d))[-1])
     p2 = ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, lambda d: calls.append(2))
     assert p1 == p2 and calls == [1]
-    assert json.loads((p1 / "manifest.json").read_text())["files"].keys() == {"a.npy", "meta.json"}
+    manifest = json.loads((p1 / "manifest.json").read_text())
+    assert manifest["files"].keys() == {"a.npy", "meta.json"}
+    assert {"config", "versions", "git_commit", "builder", "key"} <= manifest.keys()
+    log = [json.loads(line) for line in (tmp_path / "builds.jsonl").read_text().splitlines()]
+    assert [(r["kind"], r["key"]) for r in log] == [("x", "k1")]
 
 
 def test_tampered_file_is_detected_with_the_fix(tmp_path):
@@ -28,6 +37,20 @@ def test_tampered_file_is_detected_with_the_fix(tmp_path):
         f.truncate(40)
     with pytest.raises(ArtifactError, match=r"a\.npy.*--bt-rebuild"):
         ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _build)
+
+
+def test_missing_and_added_files_are_detected(tmp_path):
+    p = ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _build)
+    (p / "step_emb.npy").write_bytes(b"planted")  # a loader reading optional files must not see it
+    with pytest.raises(ArtifactError, match=r"step_emb\.npy is not listed in the manifest.*--bt-rebuild"):
+        verify_dir(p)
+    (p / "step_emb.npy").unlink()
+    (p / "meta.json").unlink()
+    with pytest.raises(ArtifactError, match=r"meta\.json is missing"):
+        verify_dir(p)
+    (p / "manifest.json").write_text("{not json")
+    with pytest.raises(ArtifactError, match=r"manifest\.json is not a valid manifest.*delete"):
+        verify_dir(p)
 
 
 def test_other_config_is_never_reused(tmp_path):
@@ -43,7 +66,20 @@ def test_failed_build_leaves_nothing(tmp_path):
 
     with pytest.raises(RuntimeError):
         ArtifactStore(tmp_path).get_or_build("x", "k1", {}, boom)
-    assert [p.name for p in (tmp_path / "x").iterdir() if not p.name.endswith(".lock")] == []
+    assert _entries(tmp_path / "x") == []
+
+
+def test_debris_of_a_dead_builder_is_removed_under_the_lock(tmp_path):
+    """A SIGKILLed build leaves `.k1.tmp-<pid>-<hex>` (even with a manifest inside); it is never loaded,
+    and the next builder of that key (holding the lock, so the owner is dead) removes it."""
+    dead = tmp_path / "x" / ".k1.tmp-999999-deadbeef"
+    dead.mkdir(parents=True)
+    _build(dead)
+    (dead / "manifest.json").write_text("{}")
+    (tmp_path / "x" / ".k1.trash-999999-0").mkdir()
+    (tmp_path / "x" / ".k2.tmp-1-1").mkdir()  # another key's: not ours to touch
+    ArtifactStore(tmp_path).get_or_build("x", "k1", {}, _build)
+    assert _entries(tmp_path / "x") == [".k2.tmp-1-1", "k1"]
 
 
 def test_rebuild_replaces(tmp_path):
@@ -51,9 +87,67 @@ def test_rebuild_replaces(tmp_path):
     calls = []
     ArtifactStore(tmp_path, rebuild=True).get_or_build("x", "k1", {}, lambda d: (calls.append(1), _build(d))[-1])
     assert calls == [1]
+    assert _entries(tmp_path / "x") == ["k1"]
 
 
 def test_pickle_payload_is_refused(tmp_path):
     np.save(tmp_path / "evil.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    with pytest.raises(ValueError, match="allow_pickle"):
-        load_array(tmp_path / "evil.npy", mmap=False)
+    for mmap in (True, False):
+        with pytest.raises(ArtifactError, match=r"evil\.npy holds Python objects \(a pickle payload\)"):
+            load_array(tmp_path / "evil.npy", mmap=mmap)
+
+
+def _resumable(progress: list, fail_at: int | None = None):
+    """A build that journals one 'step' per file in `work` and can be interrupted."""
+    def build(out, work):
+        done = sorted(work.glob("step*"))
+        progress.append(len(done))
+        for i in range(len(done), 4):
+            if i == fail_at:
+                raise KeyboardInterrupt
+            (work / f"step{i}").write_text(str(i))
+        _build(out)
+    return build
+
+
+def test_resumable_work_dir_survives_an_interrupt_and_is_resumed(tmp_path):
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _resumable(seen, fail_at=2), resumable=True)
+    final = tmp_path / "x" / "k1"
+    assert not final.exists() and partial_dir(final).is_dir()
+    p = ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _resumable(seen), resumable=True)
+    assert seen == [0, 2]  # the second attempt found two steps done
+    assert not partial_dir(final).exists() and verify_dir(p)["files"].keys() == {"a.npy", "meta.json"}
+
+
+def test_resumable_work_dir_of_another_config_or_rebuild_is_discarded(tmp_path):
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _resumable(seen, fail_at=2), resumable=True)
+    with pytest.raises(KeyboardInterrupt):  # same key, other config (a hash collision or hand-copied dir)
+        ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 2}, _resumable(seen, fail_at=3), resumable=True)
+    ArtifactStore(tmp_path, rebuild=True).get_or_build("x", "k1", {"c": 2}, _resumable(seen), resumable=True)
+    assert seen == [0, 0, 0]
+
+
+def test_leftover_work_dir_next_to_a_finished_artifact_is_removed(tmp_path):
+    p = ArtifactStore(tmp_path).get_or_build("x", "k1", {}, _build)
+    partial_dir(p).mkdir()  # killed between the rename and the clean-up
+    ArtifactStore(tmp_path).get_or_build("x", "k1", {}, _build)
+    assert _entries(tmp_path / "x") == ["k1"]
+
+
+def test_rebuild_token_rebuilds_once_per_session_across_processes(tmp_path):
+    """xdist workers / build workers share the session's token: whoever comes second finds the artifact
+    already rebuilt in this session and loads it; a new session (new token) rebuilds again."""
+    ArtifactStore(tmp_path).get_or_build("x", "k1", {}, _build)
+    calls = []
+    build = lambda d: (calls.append(1), _build(d))[-1]  # noqa: E731
+    worker_a, worker_b = ArtifactStore(tmp_path, rebuild="tok1"), ArtifactStore(tmp_path, rebuild="tok1")
+    worker_a.get_or_build("x", "k1", {}, build)
+    worker_b.get_or_build("x", "k1", {}, build)
+    assert calls == [1]
+    ArtifactStore(tmp_path, rebuild="tok2").get_or_build("x", "k1", {}, build)
+    assert calls == [1, 1]
+    assert ArtifactStore(tmp_path, rebuild=True).rebuild not in (True, False)  # True → a fresh token

@@ -1,0 +1,334 @@
+"""Reliability end to end: SIGKILL at any point of training or sketching, damaged caches, pickle
+payloads, broken plug-ins, missing extras, bad option values. Each test is a row of the fault matrix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats  # noqa: F401  before pytester's in-process runs, whose module snapshot would drop it
+
+from bt_core.config import config_hash
+from bt_core.pipeline import build_run, build_seed, build_sketches, run_key
+from bt_core.store import ArtifactError, ArtifactStore, partial_dir, sha256_file, verify_dir
+from bt_core.train import Run
+from checklist import ESTIMATOR_ITEMS, SETUP_ITEMS  # noqa: E402
+
+N_SETUP, N_ITEMS = len(SETUP_ITEMS), len(ESTIMATOR_ITEMS)
+ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
+
+@pytest.fixture(scope="module")
+def forkserver():
+    """Build attempts run in processes forked from a server that imported torch/transformers once and
+    ran no torch code (safe to fork, unlike this process): each attempt starts in milliseconds, not the
+    seconds an import costs, and is SIGKILLed like any process."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["bt_core.pipeline", "transformers.models.llama.modeling_llama"])
+    return ctx
+
+
+def _attempt(ctx, fn, *args, fault: str | None = None):
+    from bt_core.faults import run_with_fault
+
+    proc = ctx.Process(target=run_with_fault, args=(fault, fn, *args), daemon=True)
+    proc.start()
+    return proc
+
+
+def _killed(proc, when: Path | None = None, pattern: str = "") -> None:
+    """Wait for `proc` to die by SIGKILL: by its own fault point, or ours once `when.glob(pattern)` hits."""
+    deadline = time.monotonic() + 300
+    while when is not None and proc.is_alive() and time.monotonic() < deadline:
+        if when.exists() and any(when.glob(pattern)):
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    proc.join(300)
+    assert proc.exitcode == -signal.SIGKILL, f"expected a SIGKILLed build, got exit code {proc.exitcode}"
+
+
+def _segments(work: Path) -> list[int]:
+    return sorted(int(p.name[5:]) for p in (work / "journal").iterdir() if p.name.startswith("step_"))
+
+
+# --------------------------------------------------------------------------- kill -9, then resume
+def test_training_killed_anywhere_resumes_to_the_same_bytes(smoke_scale, smoke_artifacts, forkserver, tmp_path):
+    """Four SIGKILLs at different points of one training (each attempt resuming the last); none leaves an
+    artifact a later run accepts, and the final resume ends on the uninterrupted run's exact bytes."""
+    ref = smoke_artifacts[0].run
+    cfg = smoke_scale.run.with_seed(0)
+    final = tmp_path / "runs" / run_key(cfg)
+    work = partial_dir(final)
+    attempt = lambda fault: _attempt(forkserver, build_run, ArtifactStore(tmp_path), cfg, fault=fault)  # noqa: E731
+    # 1. between checkpoints: after the 3rd GRPO update (checkpoint 0 = end of SFT is committed)
+    _killed(attempt("train.step@3"))
+    assert not final.exists() and _segments(work) == [0]
+    # 2. checkpoint 12's model/optimizer written, its journal segment written but not committed
+    _killed(attempt("train.segment@2"))
+    assert not final.exists() and _segments(work) == [0, 6]
+    assert list((work / "journal").glob(".step_000012.tmp-*"))
+    # 3. from outside, the moment checkpoint 18's optimizer file appears (possibly torn mid-write)
+    ckpt18 = work / "artifact" / "checkpoints"
+    _killed(attempt("store.before_rename.runs@1"), ckpt18, "step_000018.optim.safetensors")
+    assert not final.exists() and _segments(work)[-1] in (12, 18)
+    # 4. training finished and the manifest written, killed just before the rename into place
+    _killed(attempt("store.before_rename.runs@1"))
+    assert not final.exists() and (work / "artifact" / "manifest.json").exists()
+    assert _segments(work)[-1] == cfg.grpo.steps
+
+    run = build_run(ArtifactStore(tmp_path), cfg)  # resumes from the last checkpoint
+    assert run.summary["timings"]["resumed_from_step"] == cfg.grpo.steps
+    assert run.summary["rollouts_sha256"] == ref.summary["rollouts_sha256"]
+    assert run.summary["sft_final_loss"] == ref.summary["sft_final_loss"]
+    for f in sorted((ref.path / "checkpoints").iterdir()):
+        assert (run.path / "checkpoints" / f.name).read_bytes() == f.read_bytes(), f.name
+    assert (run.path / "probes.json").read_bytes() == (ref.path / "probes.json").read_bytes()
+    got, want = run.manifest["files"], ref.manifest["files"]
+    assert got.keys() == want.keys()
+    assert {k for k in got if got[k] != want[k]} == {"summary.json"}  # timings only
+    assert sorted(p.name for p in final.parent.iterdir()) == [final.name, final.name + ".lock"]
+
+
+def test_sketching_killed_leaves_nothing_and_restarts_to_the_same_bytes(smoke_scale, smoke_artifacts, smoke_cache,
+                                                                       forkserver, tmp_path):
+    """Sketching restarts from scratch when killed (one pass over stored checkpoints, no journal): the
+    killed attempt's tmp directory is never accepted, and is removed by the next build of that key."""
+    ref = smoke_artifacts[0]
+    cfg = smoke_scale.run.with_seed(0)
+    shutil.copytree(ref.run.path, tmp_path / "runs" / run_key(cfg))
+    sk_dir = tmp_path / "sketches"
+    s = smoke_scale
+    proc = _attempt(forkserver, build_seed, ArtifactStore(tmp_path), cfg, s.sketch, s.draws)
+    _killed(proc, sk_dir, ".*.tmp-*/emb.npy")  # mid-sketch
+    key = config_hash(run_key(cfg), smoke_scale.sketch)
+    assert not (sk_dir / key).exists() and list(sk_dir.glob(f".{key}.tmp-*"))
+    run = Run(tmp_path / "runs" / run_key(cfg))
+    k2, path = build_sketches(ArtifactStore(tmp_path), run, cfg, smoke_scale.sketch)
+    assert k2 == key == ref.keys["sketches"]
+    assert verify_dir(path)["files"] == verify_dir(smoke_cache / "sketches" / key)["files"]
+    assert sorted(p.name for p in sk_dir.iterdir()) == [key, key + ".lock"]
+
+
+def test_journal_accepts_only_the_intact_prefix_of_checkpoints(tmp_path):
+    """A torn or edited checkpoint file (or segment) ends the accepted prefix: restore continues from the
+    checkpoint before it and deletes everything after, so a resumed run never builds on damaged state."""
+    import torch
+
+    from bt_core.resume import TrainJournal, ckpt_files
+
+    out, gen = tmp_path / "work" / "artifact", torch.Generator().manual_seed(3)
+    (out / "checkpoints").mkdir(parents=True)
+    journal = TrainJournal(tmp_path / "work", out, [0, 6, 12, 18])
+    probes = []
+    for step in (0, 6, 12, 18):
+        for f in ckpt_files(out, step):
+            f.write_bytes(f"weights {step}".encode())
+        probes.append({"step": step})
+        journal.commit(step, [], gen, list(probes), {"sft_final_loss": 1.5})
+        torch.rand(5, generator=gen)  # the sampling between checkpoints moves the generator on
+    (out / "rollouts").mkdir()  # debris of a final assembly that was cut short
+    with open(ckpt_files(out, 12)[1], "ab") as f:
+        f.write(b"torn")
+    restored = TrainJournal(tmp_path / "work", out, [0, 6, 12, 18]).restore()
+    assert restored.step == 6 and [p["step"] for p in restored.probes] == [0, 6]
+    assert restored.extra == {"sft_final_loss": 1.5}
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == sorted(
+        f.name for s in (0, 6) for f in ckpt_files(out, s))
+    assert sorted(p.name for p in (tmp_path / "work" / "journal").iterdir()) == ["step_000000", "step_000006"]
+    assert not (out / "rollouts").exists()
+    replay = torch.Generator().manual_seed(3)
+    torch.rand(5, generator=replay)
+    assert torch.equal(torch.from_numpy(restored.generator_state), replay.get_state())  # state at step 6
+
+
+# --------------------------------------------------------------------------- integrity
+@pytest.fixture
+def run_copy(smoke_artifacts, tmp_path) -> Path:
+    dst = tmp_path / "runs" / smoke_artifacts[0].run.path.name
+    shutil.copytree(smoke_artifacts[0].run.path, dst)
+    return dst
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("truncate", r"step_000006\.safetensors does not match its manifest hash \(truncated or edited\)"),
+    ("edit", r"probes\.json does not match its manifest hash"),
+    ("add", r"rollouts/extra\.npy is not listed in the manifest"),
+    ("delete", r"rollouts/gt\.npy is missing"),
+])
+def test_run_loaded_directly_is_verified(run_copy, damage, message):
+    if damage == "truncate":
+        with open(run_copy / "checkpoints" / "step_000006.safetensors", "r+b") as f:
+            f.truncate(100)
+    elif damage == "edit":
+        p = run_copy / "probes.json"
+        p.write_text(p.read_text().replace('"s_b": 0.0', '"s_b": 1.0', 1))
+    elif damage == "add":
+        np.save(run_copy / "rollouts" / "extra.npy", np.zeros(3))
+    else:
+        (run_copy / "rollouts" / "gt.npy").unlink()
+    with pytest.raises(ArtifactError, match=message + r".*delete .* or rerun with --bt-rebuild"):
+        Run(run_copy)
+
+
+def test_cli_show_refuses_a_damaged_run(run_copy, capsys):
+    from bt_core.cli import main
+
+    p = run_copy / "summary.json"
+    p.write_text(p.read_text().replace('"gt_size": ', '"gt_size": 1', 1))
+    assert main(["show", str(run_copy)]) == 2
+    err = capsys.readouterr().err
+    assert "summary.json does not match its manifest hash" in err and "--bt-rebuild" in err
+
+
+def test_pickle_payload_in_a_cached_run_is_refused(run_copy, tmp_path):
+    """An object array whose unpickling would create a file replaces a column; the manifest hash is fixed
+    up so that only the no-pickle rule stands in the way. Loading is refused and nothing executes."""
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    target = run_copy / "rollouts" / "reward.npy"
+    np.save(target, np.array([Payload()], dtype=object), allow_pickle=True)
+    manifest = json.loads((run_copy / "manifest.json").read_text())
+    manifest["files"]["rollouts/reward.npy"] = sha256_file(target)
+    (run_copy / "manifest.json").write_text(json.dumps(manifest))
+    verify_dir(run_copy)  # integrity alone would accept it
+    with pytest.raises(ArtifactError, match=r"reward\.npy holds Python objects \(a pickle payload\)"):
+        Run(run_copy)
+    assert not marker.exists()
+
+
+def test_run_of_another_config_is_never_reused(smoke_scale, smoke_artifacts, tmp_path):
+    """Seed 0's run planted under seed 1's key (a hand-copied cache) is refused, not trained over."""
+    cfg1 = smoke_scale.run.with_seed(1)
+    shutil.copytree(smoke_artifacts[0].run.path, tmp_path / "runs" / run_key(cfg1))
+    with pytest.raises(ArtifactError, match="built from another config.*--bt-rebuild"):
+        build_run(ArtifactStore(tmp_path), cfg1)
+
+
+# --------------------------------------------------------------------------- the pytest plugin
+@pytest.fixture
+def suite(pytester, smoke_artifacts, smoke_cache):
+    pytester.makeconftest("pytest_plugins = ['fixtures.plugin']\n")
+    shutil.copy(ROOT / "benchmarks" / "test_checklist.py", pytester.path / "test_checklist.py")
+
+    def run(*args, cache=smoke_cache):
+        return pytester.runpytest_inprocess("--scale=smoke", f"--bt-cache={cache}", "--bt-workers=1",
+                                            "-p", "no:cacheprovider", *args)
+
+    return run
+
+
+def test_damaged_cache_is_one_clear_session_error(suite, smoke_cache, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(smoke_cache, cache)
+    sk = next(p for p in (cache / "sketches").iterdir() if p.is_dir() and not p.name.startswith("."))
+    with open(sk / "emb.npy", "r+b") as f:
+        f.seek(200)
+        f.write(b"\x00\x01\x02\x03")
+    res = suite("--estimator=oracle,random", cache=cache)
+    assert res.ret not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    res.assert_outcomes(errors=1)  # the first test reports it, then the session stops
+    res.stdout.fnmatch_lines(["*BehaviorTrace artifact cache * is damaged: *emb.npy does not match its manifest "
+                              "hash*delete * or rerun with --bt-rebuild*",
+                              "*Interrupted: BehaviorTrace artifact cache*"])
+    assert "Traceback" not in res.stdout.str() and "ArtifactError" not in res.stdout.str()
+
+
+def test_broken_plugins_fail_their_items_and_the_session_continues(suite, pytester):
+    pytester.makepyfile(broken="""
+        import numpy as np
+        from bt_core.registry import Estimator
+
+        class Raises(Estimator):
+            name = "bad_raise"
+            def score(self, problem):
+                raise RuntimeError("plug-in bug 42")
+
+        class Short(Estimator):
+            name = "bad_length"
+            def score(self, problem):
+                return np.arange(problem.n_units - 1, dtype=float)
+
+        class TwoD(Estimator):
+            name = "bad_shape"
+            def score(self, problem):
+                return np.ones((problem.n_units, 2))
+    """)
+    pytester.syspathinsert()
+    res = suite("--estimator=broken:Raises,broken:Short,broken:TwoD,oracle")
+    res.assert_outcomes(failed=3 * N_ITEMS, passed=N_SETUP + N_ITEMS)
+    res.stdout.fnmatch_lines_random([
+        "*magnitude_control × bad_raise*estimator failure*'bad_raise'*raised RuntimeError: plug-in bug 42*",
+        "*magnitude_control × bad_length*estimator failure*returned shape (*,); expected (*,)*",
+        "*fluency_control × bad_shape*estimator failure*returned shape (*, 2); expected (*,)*",
+    ])
+    card = json.loads((pytester.path / "scorecard.json").read_text())
+    status = {(r["item"], r["estimator"]): r["status"] for r in card["records"]}
+    assert len(status) == N_SETUP + 4 * N_ITEMS and status[("magnitude_control", "oracle")] == "pass"
+    assert {s for (_, e), s in status.items() if e.startswith("bad_")} == {"fail"}
+
+
+def test_missing_extra_is_a_skip_naming_the_install_command(suite, pytester):
+    pytester.makepyfile(adapter="""
+        from bt_core.extras import require
+        from bt_core.registry import Estimator
+
+        class NeedsTrak(Estimator):
+            name = "needs_trak"
+            def score(self, problem):
+                require("bt_no_such_module_xyz", extra="trak", purpose="the TRAK adapter")
+    """)
+    pytester.syspathinsert()
+    res = suite("--estimator=adapter:NeedsTrak", "-rs")
+    res.assert_outcomes(passed=N_SETUP, skipped=N_ITEMS)
+    res.stdout.fnmatch_lines(['*SKIPPED*the TRAK adapter needs the optional package*'
+                              'pip install "behaviortrace[[]trak]"*'])  # [[] is fnmatch for [
+
+
+def test_require_outside_pytest_raises_an_import_error_with_the_command(monkeypatch):
+    from bt_core.extras import MissingExtra, require
+
+    assert require("json", extra="dev").dumps([1]) == "[1]"
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    with pytest.raises(MissingExtra, match=r'pip install "behaviortrace\[captum\]"') as e:
+        require("bt_no_such_module_xyz", extra="captum")
+    assert isinstance(e.value, ImportError)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--bt-cache={file}",), "*--bt-cache=*a_file*exists and is not a directory*"),
+    (("--bt-cache={file}/sub",), "*--bt-cache=*a_file/sub*a_file is a file*"),
+    (("--scorecard={file}/card.json",), "*--scorecard=*a_file/card.json*a_file is a file*"),
+    (("--scorecard={dir}.json",), "*--scorecard=*a_dir.json*exists and is not a file*"),
+    (("--estimator=,",), "*--estimator=','*names no estimator*"),
+    (("--bt-workers=two",), "*--bt-workers='two'*positive integer*"),
+    (("--seeds=0,0",), "*--seeds='0,0'*no repeats*"),
+])
+def test_bad_option_values_are_usage_errors(suite, pytester, args, message):
+    (pytester.path / "a_file").write_text("x")
+    (pytester.path / "a_dir.json").mkdir()
+    args = [a.format(file=pytester.path / "a_file", dir=pytester.path / "a_dir") for a in args]
+    res = suite(*args)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines([message])
+
+
+def test_cache_env_var_pointing_at_a_file_is_a_usage_error(pytester, monkeypatch):
+    pytester.makeconftest("pytest_plugins = ['fixtures.plugin']\n")
+    (pytester.path / "f").write_text("x")
+    monkeypatch.setenv("BEHAVIORTRACE_CACHE", str(pytester.path / "f"))
+    res = pytester.runpytest_inprocess("--scale=smoke", "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*$BEHAVIORTRACE_CACHE=*exists and is not a directory*"])
