@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Bump when the bytes an artifact holds change for the same config (keeps old caches from being reused).
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: targets per draw, minimal_pair, stored examples, token level
 
 SCENARIOS = ("reference", "task_reward", "no_std_norm")
 PROJECTORS = ("countsketch",)

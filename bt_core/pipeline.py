@@ -49,9 +49,9 @@ def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, d
     sk_key = config_hash(rk, sketch)
     sk_path = store.get_or_build("sketches", sk_key, {"run": rk, "sketch": to_dict(sketch)},
                                  lambda d: sketch_run(run, sketch, d, progress))
-    tg_key = config_hash(rk, sketch, "targets")
-    tg_path = store.get_or_build("targets", tg_key, {"run": rk, "sketch": to_dict(sketch)},
-                                 lambda d: build_targets(run, sketch, d))
+    tg_key = config_hash(rk, sketch, "targets", draws.n_draws)  # one seeded target set per draw
+    tg_path = store.get_or_build("targets", tg_key, {"run": rk, "sketch": to_dict(sketch), "n_draws": draws.n_draws},
+                                 lambda d: build_targets(run, sketch, d, n_draws=draws.n_draws))
     draw_objs, keys = [], {"run": rk, "sketches": sk_key, "targets": tg_key}
     for i in range(draws.n_draws):
         dk = config_hash(rk, sketch, draws, i)
