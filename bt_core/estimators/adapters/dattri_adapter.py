@@ -129,7 +129,7 @@ class TrakDattri(_DattriBase):
         for batch in train:
             g = torch.nan_to_num(att.grad_loss_func(params, tuple(batch))) / att.norm_scaler
             x = random_project(g, g.shape[0], **proj)(g, ensemble_id=0)
-            fro2 += float((x.double() ** 2).sum())
+            fro2 += float((x.detach().double() ** 2).sum())
         att.regularization = self.lam_scale * fro2 / self.proj_dim
         att.cache(train)
         return att.attribute(test)
