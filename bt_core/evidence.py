@@ -16,7 +16,7 @@ import numpy as np
 
 from bt_core.pipeline import SeedArtifacts
 from bt_core.problem import AttributionProblem
-from bt_core.registry import EstimatorSpec
+from bt_core.registry import Declined, EstimatorSpec
 
 
 def _examples_of(tg, draw: int):
@@ -25,7 +25,10 @@ def _examples_of(tg, draw: int):
 
 
 class EstimatorFailure(RuntimeError):
-    """An estimator raised, or returned scores that cannot be ranked."""
+    """An estimator raised, or returned scores that cannot be ranked. `declined` is True when it raised
+    `bt_core.registry.Declined`: a documented limitation (e.g. an adapter refusing the training stream)."""
+
+    declined: bool = False
 
 
 class Evidence:
@@ -118,6 +121,10 @@ class Evidence:
             raw = self.estimator(spec).score(problem)
         except Exception as e:  # a plug-in's bug becomes a failed item, not a crashed session
             tb = traceback.format_exception_only(type(e), e)[-1].strip()
+            if isinstance(e, Declined):
+                failure = EstimatorFailure(f"{where} declined: {e}")
+                failure.declined = True
+                return failure
             return EstimatorFailure(f"{where} raised {tb}")
         try:
             s = np.asarray(raw, dtype=np.float64)

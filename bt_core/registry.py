@@ -61,6 +61,12 @@ class EstimatorSpec:
         return {"name": self.name, "levels": list(self.levels), "origin": self.origin, "needs": list(self.needs)}
 
 
+class Declined(Exception):
+    """Raised by `score` for a problem the estimator documents it does not handle (e.g. too many units for
+    a library adapter). Evidence reports it as an `EstimatorFailure` whose `declined` is True, so a checklist
+    item can tell a documented limitation from a bug."""
+
+
 class UnknownEstimatorError(LookupError):
     """Raised for a name that is neither registered nor a `module:attr` path."""
 

@@ -79,8 +79,12 @@ def test_tracin_adapters_conform_to_tracincp(name, draw, exact, smoke_evidence, 
     the built-in reads CountSketch embeddings (k = 2048 of 24,064 coordinates), whose inner products carry
     an error of standard deviation ≤ √(2/k)·‖e‖‖t‖ ≈ 0.03‖e‖‖t‖, while siblings' alignments differ by
     little more than that. Asserted too: every built-in score lies within 6 such standard deviations of
-    the exact value. (On the training stream the adapters take gradients at the checkpoint, the built-in
-    at each rollout's own replayed parameters; ρ drops to ≈ 0.5 at smoke — parameter drift, not a bug.)"""
+    the exact value. On the training stream (stream=True) ρ drops to 0.50/0.66/0.55 (seeds 0/1/2, smoke):
+    not parameter drift (adapters take gradients at the checkpoint, the built-in at each rollout's replayed
+    parameters), since rollouts of the checkpoint's own step — identical parameters — give ρ 0.63–0.76 too,
+    and ρ(built-in, exact) = 0.63 there with every error within 2 sketch standard deviations. It is sketch
+    resolution: stream rollouts' alignments are tiny (median |cos(e, t)| = 0.014 at smoke, vs 0.061 on the
+    draw), below the sketch's noise √(2/k) = 0.031."""
     pytest.importorskip(name.split("_")[-1], reason=INSTALL[name.split("_")[-1]])
     e, t = exact
     lr = float(draw.lr[0])
@@ -152,9 +156,14 @@ def test_dattri_trak_conforms_to_trak(draw, exact, smoke_evidence, record_proper
          record_property)
 
 
-def test_adapters_decline_large_problems_and_step_level(draw):
+def test_adapters_decline_the_stream_and_large_problems(draw, smoke_evidence):
     from bt_core.estimators.adapters._common import ProblemTooLarge, check_problem
+    from bt_core.registry import Declined
 
+    stream = smoke_evidence.stream_problem(smoke_evidence.seeds[0])
+    with pytest.raises(Declined, match="scores draw problems only.*stream=True"):
+        check_problem(stream, "x", max_units=10_000)
+    check_problem(stream, "x", max_units=10_000, stream=True)
     with pytest.raises(ProblemTooLarge, match="180 units > max_units=100"):
         check_problem(draw, "x", max_units=100)
     with pytest.raises(ValueError, match="needs problem.rollouts"):

@@ -129,6 +129,19 @@ def test_unsupported_level_and_missing_inputs_are_failures():
         ev.scores(_spec("own_grads", lambda q: np.arange(q.n_units), needs=("rollouts",)), p)
 
 
+def test_a_declined_problem_is_a_failure_marked_declined():
+    def decline(p):
+        raise registry.Declined("too many units for this method (documented)")
+
+    ev = Evidence({}, "smoke")
+    with pytest.raises(EstimatorFailure, match="'polite' on synthetic0/stream/rollout declined: too many") as e:
+        ev.scores(_spec("polite", decline), AttributionProblem.synthetic())
+    assert e.value.declined
+    with pytest.raises(EstimatorFailure) as e:
+        ev.scores(_spec("rude", _raise), AttributionProblem.synthetic())
+    assert not e.value.declined
+
+
 def test_constructor_errors_are_failures_too():
     ev = Evidence({}, "smoke", {"cosine": {"target": "nonsense"}})
     with pytest.raises(EstimatorFailure, match="estimator 'cosine'.*UnknownTargetError: target='nonsense'"):

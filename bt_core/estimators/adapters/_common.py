@@ -12,10 +12,12 @@ with w_i = A_i for training rollouts (1 on draws) and w_j = coef_j for target ro
 t = Σ_j coef_j ∇(−m_j). Libraries that evaluate the training gradient at checkpoints see each rollout at
 the greatest checkpoint ≤ its step (the same assignment as `tracincp`), one library call per checkpoint.
 
-Scale: these run per-example gradients through a library on CPU. They accept problems up to `max_units`
-units (default 2,000: draws and the smoke-scale stream) and refuse larger ones (the 16,000-rollout
-default-scale stream) with `ProblemTooLarge`, which the checklist reports as that estimator's failure —
-use the built-in counterpart there, or raise max_units and wait.
+Scale: these run per-example gradients through a library on CPU, within seconds on a draw (a few hundred
+siblings). On the training stream they would take gradients of every rollout at its checkpoint — about a
+minute per seed at smoke on 2 cores, far more at the default scale (16,000 rollouts) — so by default
+they *decline* stream problems (`bt_core.registry.Declined`; the checklist reports the item as failed with
+`declined=True` and this reason) and score draws only. `stream=True` lifts that; `max_units` (default
+2,000) still refuses anything larger with `ProblemTooLarge`. Use the built-in counterpart on the stream.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 
 from bt_core import grpo
 from bt_core.objective import Batch, rollout_logprob
+from bt_core.registry import Declined
 
 INSTALL = {"trak": 'pip install "behaviortrace[trak]"', "dattri": 'pip install "behaviortrace[dattri]"',
            "captum": 'pip install "behaviortrace[captum]"'}
@@ -32,17 +35,22 @@ NEEDS = ("rollouts", "model_at", "codec", "target_examples", "weight", "lr", "ck
 MAX_UNITS = 2000
 
 
-class ProblemTooLarge(ValueError):
+class ProblemTooLarge(Declined, ValueError):
     """The adapter declines a problem above its unit budget (see the module docstring)."""
 
 
-def check_problem(problem, name: str, max_units: int) -> None:
+def check_problem(problem, name: str, max_units: int, stream: bool = False) -> None:
     missing = [f for f in NEEDS if getattr(problem, f, None) is None]
     if missing:
         raise ValueError(f"{name} computes its own gradients and needs problem.{', problem.'.join(missing)}; "
                          f"{problem.name or 'this problem'} lacks them (Evidence's rollout-level problems have them)")
     if problem.level != "rollout":
         raise ValueError(f"{name} attributes rollouts; level {problem.level!r} is not supported")
+    if problem.kind == "stream" and not stream:
+        raise Declined(
+            f"{name} scores draw problems only; the training stream ({problem.n_units} rollouts) would need "
+            "library per-example gradients of every rollout at its checkpoint (documented limitation). Use "
+            "the built-in counterpart, or construct it with stream=True")
     if problem.n_units > max_units:
         raise ProblemTooLarge(
             f"{name} declines {problem.name}: {problem.n_units} units > max_units={max_units} (per-example "

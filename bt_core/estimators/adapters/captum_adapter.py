@@ -46,15 +46,16 @@ class TracInCPCaptum(Estimator):
     levels = ("rollout",)
     needs = NEEDS
 
-    def __init__(self, target: str = "in_context", batch_size: int = 4, max_units: int = MAX_UNITS):
+    def __init__(self, target: str = "in_context", batch_size: int = 4, max_units: int = MAX_UNITS,
+                 stream: bool = False):
         check_kind(target)
-        super().__init__(target=target, batch_size=batch_size, max_units=max_units)
-        self.target, self.batch_size, self.max_units = target, batch_size, max_units
+        super().__init__(target=target, batch_size=batch_size, max_units=max_units, stream=stream)
+        self.target, self.batch_size, self.max_units, self.stream = target, batch_size, max_units, stream
 
     def score(self, problem) -> np.ndarray:
         from captum.influence import TracInCP
 
-        check_problem(problem, self.name, self.max_units)
+        check_problem(problem, self.name, self.max_units, self.stream)
         out = np.zeros(problem.n_units)
         for c, rows in checkpoint_groups(problem):
             wrapper = LogProbModule(problem.model_at(c)).eval()

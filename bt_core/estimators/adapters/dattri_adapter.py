@@ -58,13 +58,14 @@ class _DattriBase(Estimator):
     levels = ("rollout",)
     needs = NEEDS
 
-    def __init__(self, target: str = "in_context", batch_size: int = 256, max_units: int = MAX_UNITS, **extra):
+    def __init__(self, target: str = "in_context", batch_size: int = 256, max_units: int = MAX_UNITS,
+                 stream: bool = False, **extra):
         check_kind(target)
-        super().__init__(target=target, batch_size=batch_size, max_units=max_units, **extra)
-        self.target, self.batch_size, self.max_units = target, batch_size, max_units
+        super().__init__(target=target, batch_size=batch_size, max_units=max_units, stream=stream, **extra)
+        self.target, self.batch_size, self.max_units, self.stream = target, batch_size, max_units, stream
 
     def score(self, problem) -> np.ndarray:
-        check_problem(problem, self.name, self.max_units)
+        check_problem(problem, self.name, self.max_units, self.stream)
         out = np.zeros(problem.n_units)
         for c, rows in checkpoint_groups(problem):
             train = _loader(train_tensors(problem, rows), self.batch_size)
@@ -101,10 +102,10 @@ class TrakDattri(_DattriBase):
     name = "trak_dattri"
 
     def __init__(self, target: str = "in_context", proj_dim: int = 2048, lam_scale: float = 0.1, q: str = "one",
-                 batch_size: int = 256, max_units: int = MAX_UNITS, seed: int = 0):
+                 batch_size: int = 256, max_units: int = MAX_UNITS, stream: bool = False, seed: int = 0):
         if q not in Q_TERMS:
             raise ValueError(f"q={q!r} is unknown; choose one of {', '.join(Q_TERMS)}")
-        super().__init__(target=target, batch_size=batch_size, max_units=max_units, proj_dim=proj_dim,
+        super().__init__(target=target, batch_size=batch_size, max_units=max_units, stream=stream, proj_dim=proj_dim,
                          lam_scale=lam_scale, q=q, seed=seed)
         self.proj_dim, self.lam_scale, self.q, self.seed = proj_dim, lam_scale, q, seed
 

@@ -89,17 +89,18 @@ class TrakTraker(Estimator):
     needs = NEEDS
 
     def __init__(self, target: str = "in_context", proj_dim: int | None = None, lam_scale: float = 0.1,
-                 projector: str = "basic", batch_size: int = 128, max_units: int = MAX_UNITS, seed: int = 0):
+                 projector: str = "basic", batch_size: int = 128, max_units: int = MAX_UNITS, stream: bool = False,
+                 seed: int = 0):
         check_kind(target)
         if projector not in PROJECTORS:
             raise ValueError(f"projector={projector!r} is unknown; choose one of {', '.join(PROJECTORS)}")
         super().__init__(target=target, proj_dim=proj_dim, lam_scale=lam_scale, projector=projector,
-                         batch_size=batch_size, max_units=max_units, seed=seed)
+                         batch_size=batch_size, max_units=max_units, stream=stream, seed=seed)
         self.target, self.proj_dim, self.lam_scale, self.projector = target, proj_dim, lam_scale, projector
-        self.batch_size, self.max_units, self.seed = batch_size, max_units, seed
+        self.batch_size, self.max_units, self.stream, self.seed = batch_size, max_units, stream, seed
 
     def score(self, problem) -> np.ndarray:
-        check_problem(problem, self.name, self.max_units)
+        check_problem(problem, self.name, self.max_units, self.stream)
         with tempfile.TemporaryDirectory(prefix="bt_traker_") as tmp:
             return self._score(problem, tmp)
 
