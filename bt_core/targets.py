@@ -225,21 +225,24 @@ def build_targets(run: Run, cfg: SketchConfig, out: Path, n_draws: int = 1) -> d
                 report[d].append({"step": c, "constructed": {"n": len(constructed)}, "in_context": ic_info,
                                   "minimal_pair": {"n": len(pairs[d])}, "token": tok})
         for d in range(n_draws):
-            dd = out / f"draw{d}"
-            dd.mkdir()
-            for i, kind in enumerate(TARGET_KINDS):
-                save_array(dd / f"{kind}.npy", vecs[d, i])
-                save_array(dd / f"{kind}_norm.npy", norms[d, i])
-                parts = examples[(d, kind)]
-                if parts:
-                    ckpt = np.concatenate([np.full(len(ex), j) for j, ex in parts])
-                    TargetExamples.concat([ex for _, ex in parts]).save(dd / f"examples_{kind}", ckpt)
-            token[d].save(dd / "token")
+            _write_draw(out / f"draw{d}", vecs[d], norms[d], {k: examples[(d, k)] for k in TARGET_KINDS}, token[d])
         save_array(out / "steps.npy", np.array(steps, np.int32))
         meta = {"kinds": list(TARGET_KINDS), "n_draws": n_draws, "neutral_fillers": list(NEUTRAL_FILLERS),
                 "per_draw": report}
         (out / "report.json").write_text(json.dumps(meta, indent=1))
         return {"summary": {"n_draws": n_draws, "kinds": list(TARGET_KINDS)}}
+
+
+def _write_draw(dd: Path, vecs: np.ndarray, norms: np.ndarray, examples: dict[str, list], token) -> None:
+    """One draw's directory: sketched targets and norms per kind, their examples, the token-level rows."""
+    dd.mkdir()
+    for i, kind in enumerate(TARGET_KINDS):
+        save_array(dd / f"{kind}.npy", vecs[i])
+        save_array(dd / f"{kind}_norm.npy", norms[i])
+        if examples[kind]:
+            ckpt = np.concatenate([np.full(len(ex), j) for j, ex in examples[kind]])
+            TargetExamples.concat([ex for _, ex in examples[kind]]).save(dd / f"examples_{kind}", ckpt)
+    token.save(dd / "token")
 
 
 class Targets:

@@ -22,12 +22,15 @@ they *decline* stream problems (`bt_core.registry.Declined`; the checklist repor
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
 from bt_core import grpo
 from bt_core.objective import Batch, rollout_logprob
 from bt_core.registry import Declined
+from bt_core.train import torch_threads
 
 INSTALL = {"trak": 'pip install "behaviortrace[trak]"', "dattri": 'pip install "behaviortrace[dattri]"',
            "captum": 'pip install "behaviortrace[captum]"'}
@@ -56,6 +59,20 @@ def check_problem(problem, name: str, max_units: int, stream: bool = False) -> N
             f"{name} declines {problem.name}: {problem.n_units} units > max_units={max_units} (per-example "
             "gradients through the library on CPU would take too long); use its built-in counterpart here, "
             "or construct it with a larger max_units")
+
+
+def single_threaded(score):
+    """Run an adapter's `score` with `self.threads` torch threads (class default 1). Measured at smoke on
+    2 busy cores: with torch's default 2 threads a draw took captum 0.6–37 s and traker 1.2–7 s from run to
+    run (OpenMP threads contending with other processes over many tiny per-example ops); with 1 thread,
+    0.5 s and 1.6 s every time."""
+
+    @functools.wraps(score)
+    def wrapper(self, problem):
+        with torch_threads(getattr(self, "threads", 1)):
+            return score(self, problem)
+
+    return wrapper
 
 
 def checkpoint_groups(problem) -> list[tuple[int, np.ndarray]]:

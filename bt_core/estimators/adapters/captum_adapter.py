@@ -21,6 +21,7 @@ from bt_core.estimators.adapters._common import (
     LogProbModule,
     check_problem,
     checkpoint_groups,
+    single_threaded,
     state_of,
     target_tensors,
     train_tensors,
@@ -52,6 +53,7 @@ class TracInCPCaptum(Estimator):
         super().__init__(target=target, batch_size=batch_size, max_units=max_units, stream=stream)
         self.target, self.batch_size, self.max_units, self.stream = target, batch_size, max_units, stream
 
+    @single_threaded
     def score(self, problem) -> np.ndarray:
         from captum.influence import TracInCP
 

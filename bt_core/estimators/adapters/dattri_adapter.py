@@ -26,6 +26,7 @@ from bt_core.estimators.adapters._common import (
     NEEDS,
     check_problem,
     checkpoint_groups,
+    single_threaded,
     state_of,
     target_tensors,
     train_tensors,
@@ -64,6 +65,7 @@ class _DattriBase(Estimator):
         super().__init__(target=target, batch_size=batch_size, max_units=max_units, stream=stream, **extra)
         self.target, self.batch_size, self.max_units, self.stream = target, batch_size, max_units, stream
 
+    @single_threaded
     def score(self, problem) -> np.ndarray:
         check_problem(problem, self.name, self.max_units, self.stream)
         out = np.zeros(problem.n_units)

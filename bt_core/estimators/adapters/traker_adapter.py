@@ -27,6 +27,7 @@ from bt_core.estimators.adapters._common import (
     NEEDS,
     check_problem,
     checkpoint_groups,
+    single_threaded,
     state_of,
     target_tensors,
     train_tensors,
@@ -99,6 +100,7 @@ class TrakTraker(Estimator):
         self.target, self.proj_dim, self.lam_scale, self.projector = target, proj_dim, lam_scale, projector
         self.batch_size, self.max_units, self.stream, self.seed = batch_size, max_units, stream, seed
 
+    @single_threaded
     def score(self, problem) -> np.ndarray:
         check_problem(problem, self.name, self.max_units, self.stream)
         with tempfile.TemporaryDirectory(prefix="bt_traker_") as tmp:
