@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Bump when the bytes an artifact holds change for the same config (keeps old caches from being reused).
-FORMAT_VERSION = 2  # 2: hooks per-example gradients, block-wise CountSketch (sketch bytes change at float level)
+FORMAT_VERSION = 3  # 2: hooks per-example gradients, block-wise CountSketch; 3: targets per draw,
+# minimal_pair, stored examples, token level; sketch timings moved from report.json to the manifest
 
 SCENARIOS = ("reference", "task_reward", "no_std_norm")
 PROJECTORS = ("countsketch", "dense", "exact")

@@ -1,6 +1,8 @@
 """Evidence: the attribution problems built from every seed's artifacts, and memoized, validated scores.
 
-Checklist items read only this object. Scores are computed once per (estimator, problem) and checked:
+Checklist items read only this object. A draw problem carries the targets of its own seeded draw (the
+in-context target of draw d was sampled with draw d's seed); stream problems carry draw 0's.
+Scores are computed once per (estimator, problem) and checked:
 a wrong shape, NaN/inf, an all-constant vector or an exception inside `score` becomes an
 `EstimatorFailure` that the item reports as a failed verdict naming the estimator and the problem.
 """
@@ -14,11 +16,19 @@ import numpy as np
 
 from bt_core.pipeline import SeedArtifacts
 from bt_core.problem import AttributionProblem
-from bt_core.registry import EstimatorSpec
+from bt_core.registry import Declined, EstimatorSpec
+
+
+def _examples_of(tg, draw: int):
+    """(kind, checkpoint step) → the target's teacher-forced examples of seeded draw `draw`."""
+    return lambda kind, step: tg.examples(kind, step, draw)
 
 
 class EstimatorFailure(RuntimeError):
-    """An estimator raised, or returned scores that cannot be ranked."""
+    """An estimator raised, or returned scores that cannot be ranked. `declined` is True when it raised
+    `bt_core.registry.Declined`: a documented limitation (e.g. an adapter refusing the training stream)."""
+
+    declined: bool = False
 
 
 class Evidence:
@@ -59,13 +69,14 @@ class Evidence:
         t, sk, tg = a.run.rollouts, a.sketches, a.targets
         step, gt = np.asarray(t.step), np.asarray(t.gt)
         common = dict(kind="stream", level=level, seed=a.run.seed, targets=tg.vectors,
-                      checkpoint_steps=tg.steps, labels=gt, model_at=a.run.model_at)
+                      checkpoint_steps=tg.steps, labels=gt, model_at=a.run.model_at, codec=a.run.codec,
+                      target_examples=_examples_of(tg, 0), draw=0)
         if level == "rollout":
             return AttributionProblem(
                 emb=sk.emb, weight=np.asarray(t.advantage, np.float64), grad_norm=np.asarray(sk.grad_norm),
                 fluency=np.asarray(sk.fluency), step=step, group=np.asarray(t.group), lr=np.asarray(t.lr),
                 ckpt_index=tg.index_of(step), truth=gt.astype(float), unit_of_rollout=np.arange(len(t)),
-                name=f"seed{a.run.seed}/stream/rollout", **common)
+                name=f"seed{a.run.seed}/stream/rollout", rollouts=t, **common)
         steps = np.asarray(sk.steps)
         unit = np.searchsorted(steps, step)
         counts = np.bincount(unit, minlength=len(steps))
@@ -85,9 +96,10 @@ class Evidence:
             kind="draw", level="rollout", seed=a.run.seed, emb=sk.emb, weight=np.ones(n),
             grad_norm=np.asarray(sk.grad_norm), fluency=np.asarray(sk.fluency), step=np.asarray(t.step),
             group=np.asarray(t.group), lr=np.full(n, a.run.config.grpo.lr),
-            ckpt_index=tg.index_of(np.asarray(t.step)), targets=tg.vectors, checkpoint_steps=tg.steps,
+            ckpt_index=tg.index_of(np.asarray(t.step)), targets=tg.for_draw(draw), checkpoint_steps=tg.steps,
             truth=beh.astype(float), unit_of_rollout=np.arange(n), labels=beh, model_at=a.run.model_at,
-            name=f"seed{a.run.seed}/draw{draw}", extra={"analysis_step": d.analysis_step})
+            name=f"seed{a.run.seed}/draw{draw}", extra={"analysis_step": d.analysis_step}, rollouts=t,
+            codec=a.run.codec, target_examples=_examples_of(tg, draw), draw=draw)
 
     # ------------------------------------------------------------------ scores
     def estimator(self, spec: EstimatorSpec):
@@ -109,10 +121,17 @@ class Evidence:
         where = f"estimator {spec.name!r} on {problem.name}"
         if problem.level not in spec.levels:
             return EstimatorFailure(f"{where}: it supports levels {list(spec.levels)}, not {problem.level!r}")
+        lacking = [f for f in spec.needs if getattr(problem, f, None) is None]
+        if lacking:
+            return EstimatorFailure(f"{where}: it needs problem field(s) {lacking}, which this problem does not have")
         try:
             raw = self.estimator(spec).score(problem)
         except Exception as e:  # a plug-in's bug becomes a failed item, not a crashed session
             tb = traceback.format_exception_only(type(e), e)[-1].strip()
+            if isinstance(e, Declined):
+                failure = EstimatorFailure(f"{where} declined: {e}")
+                failure.declined = True
+                return failure
             return EstimatorFailure(f"{where} raised {tb}")
         try:
             s = np.asarray(raw, dtype=np.float64)

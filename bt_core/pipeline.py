@@ -46,7 +46,7 @@ def seed_keys(run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig) -> di
     """(kind, key) of every artifact one seed needs, without building anything."""
     rk = run_key(run_cfg)
     keys = {"run": ("runs", rk), "sketches": ("sketches", config_hash(rk, sketch)),
-            "targets": ("targets", config_hash(rk, sketch, "targets"))}
+            "targets": ("targets", config_hash(rk, sketch, "targets", draws.n_draws))}  # one target set per draw
     for i in range(draws.n_draws):
         keys[f"draw{i}"] = ("draws", config_hash(rk, sketch, draws, i))
     return keys
@@ -68,8 +68,8 @@ def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, d
     keys = seed_keys(run_cfg, sketch, draws)
     rk, sk = keys["run"][1], to_dict(sketch)
     _, sk_path = build_sketches(store, run, run_cfg, sketch, progress)
-    tg_path = store.get_or_build(*keys["targets"], {"run": rk, "sketch": sk},
-                                 lambda d: build_targets(run, sketch, d))
+    tg_path = store.get_or_build(*keys["targets"], {"run": rk, "sketch": sk, "n_draws": draws.n_draws},
+                                 lambda d: build_targets(run, sketch, d, n_draws=draws.n_draws))
     draw_objs = []
     for i in range(draws.n_draws):
         dp = store.get_or_build(*keys[f"draw{i}"], {"run": rk, "sketch": sk, "draws": to_dict(draws), "draw": i},

@@ -32,6 +32,7 @@ class Estimator:
 
     name: str = ""
     levels: tuple[str, ...] = LEVELS
+    needs: tuple[str, ...] = ()  # optional AttributionProblem fields it reads that may be None (e.g. "rollouts")
 
     def __init__(self, **params):
         self.params = params
@@ -46,8 +47,9 @@ class EstimatorSpec:
     name: str
     factory: Callable[..., Estimator]
     levels: tuple[str, ...]
-    origin: str  # "builtin" | "plugin:<distribution>" | "path:<module:attr>"
+    origin: str  # "builtin" | "adapter:<library>" | "plugin:<distribution>" | "path:<module:attr>"
     doc: str
+    needs: tuple[str, ...] = ()  # optional problem fields the estimator reads (checked before scoring)
 
     def create(self, **params) -> Estimator:
         est = self.factory(**params)
@@ -56,7 +58,13 @@ class EstimatorSpec:
         return est
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "levels": list(self.levels), "origin": self.origin}
+        return {"name": self.name, "levels": list(self.levels), "origin": self.origin, "needs": list(self.needs)}
+
+
+class Declined(Exception):
+    """Raised by `score` for a problem the estimator documents it does not handle (e.g. too many units for
+    a library adapter). Evidence reports it as an `EstimatorFailure` whose `declined` is True, so a checklist
+    item can tell a documented limitation from a bug."""
 
 
 class UnknownEstimatorError(LookupError):
@@ -78,7 +86,7 @@ def _spec_from(obj, name: str | None, origin: str) -> EstimatorSpec:
     if bad:
         raise ValueError(f"estimator {est_name!r} declares unknown level(s) {bad}; allowed: {list(LEVELS)}")
     doc = (getattr(obj, "__doc__", "") or "").strip().split("\n")[0]
-    return EstimatorSpec(est_name, obj, levels, origin, doc)
+    return EstimatorSpec(est_name, obj, levels, origin, doc, tuple(getattr(obj, "needs", ())))
 
 
 def register(obj=None, *, name: str | None = None, origin: str = "builtin"):
@@ -151,4 +159,4 @@ def _from_path(path: str) -> EstimatorSpec:
         raise UnknownEstimatorError(f"--estimator={path!r}: cannot import {attr!r} from {mod_name!r} "
                                     f"({type(e).__name__}: {e}); check the module is importable") from e
     spec = _spec_from(obj, None, f"path:{path}")
-    return EstimatorSpec(spec.name or path, obj, spec.levels, spec.origin, spec.doc)
+    return EstimatorSpec(spec.name or path, obj, spec.levels, spec.origin, spec.doc, spec.needs)

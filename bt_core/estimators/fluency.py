@@ -13,6 +13,7 @@ class Fluency(Estimator):
 
     name = "fluency"
     levels = ("rollout", "step")
+    needs = ("fluency",)
 
     def score(self, problem) -> np.ndarray:
         return np.asarray(problem.fluency, dtype=np.float64)

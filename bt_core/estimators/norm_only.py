@@ -13,6 +13,7 @@ class NormOnly(Estimator):
 
     name = "norm_only"
     levels = ("rollout", "step")
+    needs = ("emb", "weight")
 
     def score(self, problem) -> np.ndarray:
         return problem.sketch_norm()

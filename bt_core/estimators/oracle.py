@@ -17,6 +17,7 @@ class Oracle(Estimator):
 
     name = "oracle"
     levels = ("rollout", "step")
+    needs = ("truth",)
 
     def score(self, problem) -> np.ndarray:
         return np.asarray(problem.truth, dtype=np.float64)

@@ -15,6 +15,7 @@ class Random(Estimator):
 
     name = "random"
     levels = ("rollout", "step")
+    needs = ()  # nothing: seeded by the problem's identity
 
     def __init__(self, seed: int = 0):
         super().__init__(seed=seed)
