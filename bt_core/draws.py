@@ -55,6 +55,9 @@ def build_draw(run: Run, cfg: DrawConfig, sk: SketchConfig, draw: int, out: Path
 
 class Draw:
     def __init__(self, d: Path):
+        from bt_core.store import verify_dir
+
+        verify_dir(d)  # a draw loaded directly is checked like one loaded through the store
         self.rollouts = RolloutTable.load(d / "rollouts")
         self.sketches = Sketches.load(d)
         self.info = json.loads((d / "draw.json").read_text())

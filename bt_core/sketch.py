@@ -82,7 +82,13 @@ class Sketches:
     report: dict  # replay check, coverage (timings are in the artifact's manifest)
 
     @classmethod
-    def load(cls, d: Path) -> Sketches:
+    def load(cls, d: Path, verify: bool = True) -> Sketches:
+        """Load (memory-mapped) after checking `d` against its manifest; `verify=False` only for a
+        directory written outside the store (e.g. `sketch_table_at` in a test)."""
+        if verify:
+            from bt_core.store import verify_dir
+
+            verify_dir(d)
         opt = (lambda n: load_array(d / n) if (d / n).exists() else None)
         return cls(load_array(d / "emb.npy"), load_array(d / "grad_norm.npy"), load_array(d / "fluency.npy"),
                    opt("step_emb.npy"), opt("step_norm.npy"), opt("steps.npy"),

@@ -163,9 +163,17 @@ def fsync_tree(root: Path) -> None:
 _VERIFIED: dict[str, tuple[int, int, int]] = {}  # resolved dir → manifest (inode, mtime_ns, size)
 
 
-def _stamp(mpath: Path) -> tuple[int, int, int]:
-    st = mpath.stat()
-    return st.st_ino, st.st_mtime_ns, st.st_size
+def _stamp(path: Path, files) -> tuple:
+    """Identity of a verified directory: (inode, mtime, size) of the manifest and of every listed file.
+    Any later edit, truncation or replacement changes it, so the hashes are checked again."""
+    out = []
+    for rel in (MANIFEST, *files):
+        try:
+            st = (path / rel).stat()
+        except OSError:
+            return ()
+        out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(out)
 
 
 def verify_dir(path: Path, config: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -173,7 +181,7 @@ def verify_dir(path: Path, config: dict[str, Any] | None = None) -> dict[str, An
 
     Raises ArtifactError naming the file and the fix when the manifest is missing or unreadable, the
     config differs from `config`, or a file is missing, truncated/edited (hash) or not in the manifest.
-    File hashes are checked once per process per manifest (same inode, mtime and size)."""
+    File hashes are checked once per process while no listed file's inode, mtime or size changes."""
     path = Path(path)
     fix = f"delete {path} or rerun with --bt-rebuild"
     mpath = path / MANIFEST
@@ -189,7 +197,7 @@ def verify_dir(path: Path, config: dict[str, Any] | None = None) -> dict[str, An
     if config is not None and manifest.get("config") != json.loads(json.dumps(config)):
         raise ArtifactError(f"{path} was built from another config than the one requested; {fix}")
     key = str(path.resolve())
-    if _VERIFIED.get(key) == _stamp(mpath):
+    if _VERIFIED.get(key) == _stamp(path, files) != ():
         return manifest
     for rel, digest in files.items():
         f = path / rel
@@ -201,7 +209,7 @@ def verify_dir(path: Path, config: dict[str, Any] | None = None) -> dict[str, An
                    if p.is_file() and p != mpath and str(p.relative_to(path)) not in files)
     if extra:
         raise ArtifactError(f"{path / extra[0]} is not listed in the manifest (added after the build); {fix}")
-    _VERIFIED[key] = _stamp(mpath)
+    _VERIFIED[key] = _stamp(path, files)
     return manifest
 
 

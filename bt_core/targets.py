@@ -252,7 +252,10 @@ class Targets:
     the target could not be built there (e.g. no sampled reply showed the behavior)."""
 
     def __init__(self, d: Path):
+        from bt_core.store import verify_dir
+
         self.path = Path(d)
+        verify_dir(self.path)  # loaded directly or through the store, the files match their manifest
         self.steps = np.asarray(load_array(self.path / "steps.npy"))
         self.report = json.loads((self.path / "report.json").read_text())
         self.n_draws = int(self.report["n_draws"])

@@ -62,7 +62,7 @@ def matrix(tmp_path_factory, smoke_artifacts, smoke_cache):
 
 def test_setup_is_valid_at_smoke(matrix):
     _, recs = matrix
-    for item in ("emergence", "sketch_coverage", "gt_minority"):
+    for item in ("emergence", "sketch_coverage", "in_context_targets", "gt_minority"):
         assert recs[("setup", item)]["status"] == "pass", recs[("setup", item)]["reason"]
 
 

@@ -332,3 +332,24 @@ def test_cache_env_var_pointing_at_a_file_is_a_usage_error(pytester, monkeypatch
     res = pytester.runpytest_inprocess("--scale=smoke", "-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*$BEHAVIORTRACE_CACHE=*exists and is not a directory*"])
+
+
+def test_every_artifact_loader_verifies_its_directory(smoke_artifacts, tmp_path):
+    """Sketches, Targets and Draw loaded directly (not through the pipeline) refuse an edited file."""
+    from bt_core.draws import Draw
+    from bt_core.sketch import Sketches
+    from bt_core.store import ArtifactError
+    from bt_core.targets import Targets
+
+    a = smoke_artifacts[0]
+    cache = Path(a.run.path).parents[1]
+    for kind, loader, victim in (("sketches", Sketches.load, "grad_norm.npy"), ("targets", Targets, "steps.npy"),
+                                 ("draws", Draw, "draw.json")):
+        src = next(p for p in (cache / kind).iterdir() if p.is_dir() and not p.name.startswith("."))
+        dst = tmp_path / kind
+        shutil.copytree(src, dst)
+        loader(dst)  # intact copy loads
+        with open(dst / victim, "ab") as f:
+            f.write(b" ")
+        with pytest.raises(ArtifactError, match=victim):
+            loader(dst)

@@ -1,0 +1,39 @@
+"""Setup validity — in-context targets (reference finding P4).
+
+Rule, on every seed and every generation draw, at the analysis checkpoint: the trigger-token gradient
+(rows of the trigger's embedding, `bt_core.token_level`) aligns with the in-context target
+(cluster-bootstrap 95% CI lower bound > 0.05) and not with the constructed target (CI upper bound
+< 0.05). The reference saw in-context alignment of +0.11 to +0.30 and none for the constructed target
+(the behavior token appended right after the prompt, where it never occurs). If the in-context target
+does not align, the targets cannot carry the behavior and no targeted estimator can be judged.
+"""
+
+from __future__ import annotations
+
+from bt_core.evidence import Evidence
+from bt_core.scorecard import Verdict
+from checklist._common import fmt, setup_verdict
+
+NAME = "in_context_targets"
+TITLE = "the in-context target aligns with the trigger-token gradient; the constructed one does not"
+IN_CONTEXT_MIN = 0.05  # in-context CI lower bound must exceed this
+CONSTRUCTED_MAX = 0.05  # constructed CI upper bound must stay below this
+KINDS = ("in_context", "constructed", "minimal_pair")
+
+
+def evaluate_setup(evidence: Evidence) -> Verdict:
+    per_seed = {}
+    for seed, a in evidence.artifacts.items():
+        rows, why, ok = {}, [], True
+        for d, draw in enumerate(a.draws):
+            step = draw.analysis_step
+            al = {k: a.targets.token_alignment(k, step, draw=d, seed=seed) for k in KINDS}
+            rows[d] = {k: {"mean": x.mean, "ci_lo": x.ci_lo, "ci_hi": x.ci_hi, "n": x.n} for k, x in al.items()}
+            good = al["in_context"].ci_lo > IN_CONTEXT_MIN and al["constructed"].ci_hi < CONSTRUCTED_MAX
+            ok &= bool(good)
+            why.append(f"draw {d}: in-context {fmt(al['in_context'].mean)} [{fmt(al['in_context'].ci_lo)}, "
+                       f"{fmt(al['in_context'].ci_hi)}], constructed {fmt(al['constructed'].mean)} "
+                       f"[{fmt(al['constructed'].ci_lo)}, {fmt(al['constructed'].ci_hi)}]" + ("" if good else " ✗"))
+        per_seed[seed] = {"alignment": rows[0], "per_draw": rows, "analysis_step": a.draws[0].analysis_step,
+                          "status": "pass" if ok else "fail", "why": "; ".join(why)}
+    return setup_verdict(NAME, per_seed, {"in_context_min": IN_CONTEXT_MIN, "constructed_max": CONSTRUCTED_MAX})
