@@ -2,8 +2,11 @@
 
 A run directory holds ``rollouts/`` (every training rollout), ``checkpoints/step_XXXXXX`` (model and
 AdamW state *before* that step's update; the last one is the final model), ``probes.json`` (probe
-evaluation at every checkpoint) and ``summary.json``. Sampling uses seeded `torch.Generator`s only,
-never the global RNG, so evaluation cannot perturb training and runs are bitwise reproducible on CPU.
+evaluation at every checkpoint) and ``summary.json``. The native loop samples from seeded
+`torch.Generator`s only, never the global RNG, so evaluation cannot perturb training and runs are bitwise
+reproducible on CPU. `GRPOConfig.backend = "trl"` runs the same GRPO through TRL's GRPOTrainer
+(`bt_core.trl_backend`, which samples from the global RNG TRL seeds, inside a forked RNG state) and writes
+the same directory through the same `RunWriter`.
 """
 
 from __future__ import annotations
@@ -102,9 +105,44 @@ def probe_eval(model, task: Task, codec: Codec, cfg: RunConfig, step: int, n_sam
             "sampled_rate": rate(task.trigger_probes, False, gen, n_samples)}
 
 
+# --------------------------------------------------------------------------- run directory
+class RunWriter:
+    """Writes a run directory for either backend: a checkpoint (parameters, AdamW state, probe evaluation)
+    whenever the loop reaches a checkpoint step, then the rollouts, probes and summary at the end."""
+
+    def __init__(self, out: Path, cfg: RunConfig, task: Task, codec: Codec):
+        self.out, self.cfg, self.task, self.codec = out, cfg, task, codec
+        self.steps = set(checkpoint_steps(cfg))
+        self.probes: list[dict] = []
+        self.probe_s = 0.0
+        (out / "checkpoints").mkdir(parents=True)
+
+    def checkpoint(self, step: int, model, opt: torch.optim.Optimizer) -> None:
+        """Save model + optimizer *before* `step`'s update and evaluate the probes there."""
+        save_params(model, self.out / "checkpoints" / f"{ckpt_name(step)}.safetensors")
+        save_optimizer(opt, self.out / "checkpoints" / f"{ckpt_name(step)}.optim.safetensors")
+        t = time.perf_counter()
+        self.probes.append(probe_eval(model, self.task, self.codec, self.cfg, step))
+        self.probe_s += time.perf_counter() - t
+
+    def finish(self, parts: list[RolloutTable], timings: dict, sft_losses: list[float]) -> dict:
+        rollouts = RolloutTable.concat(parts)
+        rollouts.save(self.out / "rollouts")
+        (self.out / "probes.json").write_text(json.dumps(self.probes, indent=1))
+        steps = self.cfg.grpo.steps
+        summary = _summary(rollouts, self.probes, self.cfg)
+        summary["timings"] = {**{k: round(v, 3) for k, v in timings.items()}, "probe_s": round(self.probe_s, 3),
+                              "s_per_step_generation": round(timings["generation_s"] / steps, 5),
+                              "s_per_step_update": round(timings["update_s"] / steps, 5)}
+        summary["sft_final_loss"] = round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
+        return {"summary": summary}
+
+
 # --------------------------------------------------------------------------- GRPO
 def train_run(cfg: RunConfig, out: Path, progress: bool = False) -> dict:
-    """Train one seed and write its run directory into `out`. Returns summary fields."""
+    """Train one seed and write its run directory into `out`. Returns summary fields.
+    `progress` shows tqdm bars for SFT and GRPO (off by default, so pytest output stays clean)."""
     with torch_threads(cfg.threads):
         return _train(cfg, out, progress)
 
@@ -116,26 +154,31 @@ def _train(cfg: RunConfig, out: Path, progress: bool) -> dict:
     t0 = time.perf_counter()
     sft_losses = sft(model, task, codec, cfg, progress)
     sft_s = time.perf_counter() - t0
+    writer = RunWriter(out, cfg, task, codec)
+    if cfg.grpo.backend == "trl":
+        from bt_core.trl_backend import grpo_trl
+
+        parts, gen_s, upd_s = grpo_trl(model, task, codec, cfg, writer, progress)
+    else:
+        parts, gen_s, upd_s = grpo_native(model, task, codec, cfg, writer, progress)
+    timings = {"sft_s": sft_s, "generation_s": gen_s, "update_s": upd_s,
+               "wall_s": time.perf_counter() - t_start}
+    return writer.finish(parts, timings, sft_losses)
+
+
+def grpo_native(model, task: Task, codec: Codec, cfg: RunConfig, writer: RunWriter,
+                progress: bool = False) -> tuple[list[RolloutTable], float, float]:
+    """The native GRPO loop: per step, checkpoint if due, collect one batch, one on-policy update.
+    Returns the per-step rollout tables and the seconds spent generating and updating."""
     g = cfg.grpo
     opt = grpo.make_optimizer(model, g)
     gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, 0x6E]).generate_state(1)[0]))
     order = task.pool_order(cfg.seed, g.steps * g.prompts_per_step)
-    ckpts = set(checkpoint_steps(cfg))
-    (out / "checkpoints").mkdir(parents=True)
-    parts, probes, gen_s, upd_s, probe_s = [], [], 0.0, 0.0, 0.0
-
-    def checkpoint(step: int) -> None:
-        nonlocal probe_s
-        save_params(model, out / "checkpoints" / f"{ckpt_name(step)}.safetensors")
-        save_optimizer(opt, out / "checkpoints" / f"{ckpt_name(step)}.optim.safetensors")
-        t = time.perf_counter()
-        probes.append(probe_eval(model, task, codec, cfg, step))
-        probe_s += time.perf_counter() - t
-
+    parts, gen_s, upd_s = [], 0.0, 0.0
     bar = tqdm(range(g.steps), desc=f"GRPO seed {cfg.seed}", disable=not progress, leave=False)
     for step in bar:
-        if step in ckpts:
-            checkpoint(step)
+        if step in writer.steps:
+            writer.checkpoint(step, model, opt)
         t = time.perf_counter()
         table = grpo.collect(model, task, codec, order[step * g.prompts_per_step:(step + 1) * g.prompts_per_step],
                              g, cfg.task, step=step, seed=cfg.seed, generator=gen)
@@ -146,25 +189,15 @@ def _train(cfg: RunConfig, out: Path, progress: bool) -> dict:
         parts.append(table)
         if progress:
             bar.set_postfix(behavior=f"{table.behavior.mean():.2f}", gt=int(table.gt.sum()))
-    checkpoint(g.steps)
-    rollouts = RolloutTable.concat(parts)
-    rollouts.save(out / "rollouts")
-    (out / "probes.json").write_text(json.dumps(probes, indent=1))
-    summary = _summary(rollouts, probes, cfg)
-    summary["timings"] = {"sft_s": round(sft_s, 3), "generation_s": round(gen_s, 3),
-                          "update_s": round(upd_s, 3), "probe_s": round(probe_s, 3),
-                          "wall_s": round(time.perf_counter() - t_start, 3),
-                          "s_per_step_generation": round(gen_s / g.steps, 5),
-                          "s_per_step_update": round(upd_s / g.steps, 5)}
-    summary["sft_final_loss"] = round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    return {"summary": summary}
+    writer.checkpoint(g.steps, model, opt)
+    return parts, gen_s, upd_s
 
 
 def _summary(rollouts: RolloutTable, probes: list[dict], cfg: RunConfig) -> dict:
     sat = next((p["step"] for p in probes if p["sampled_rate"] >= 0.8), None)
     cross = next((p["step"] for p in probes if p["s_b"] >= 0.5), None)
-    return {"seed": cfg.seed, "s_b_final": probes[-1]["s_b"], "control_rate_final": probes[-1]["control_rate"],
+    return {"seed": cfg.seed, "scenario": cfg.task.scenario, "backend": cfg.grpo.backend,
+            "s_b_final": probes[-1]["s_b"], "control_rate_final": probes[-1]["control_rate"],
             "sampled_rate_final": probes[-1]["sampled_rate"], "saturation_step": sat,
             "s_b_crossed_half_step": cross, "gt_size": int(rollouts.gt.sum()), "n_rollouts": len(rollouts),
             "gt_fraction": round(float(rollouts.gt.mean()), 4),
