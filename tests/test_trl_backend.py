@@ -81,3 +81,13 @@ def test_trl_rewards_match_the_task(trl_run):
     for i in range(0, len(t), 37):
         text = trl_run.codec.decode(np.asarray(t.replies[i, : t.reply_len[i]]))
         assert t.reward_base[i] == pytest.approx(task.base_reward(task.prompts[int(t.prompt_id[i])], text))
+
+
+def test_trl_runs_are_reproducible(trl_run, tmp_path):
+    """Same config and seed → the same rollout table and checkpoints, bit for bit (TRL samples from the
+    global RNG that Trainer seeds from args.seed)."""
+    train_run(trl_run.config, tmp_path / "again")
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert again["rollouts_sha256"] == trl_run.summary["rollouts_sha256"]
+    for f in sorted((trl_run.path / "checkpoints").iterdir()):
+        assert (tmp_path / "again" / "checkpoints" / f.name).read_bytes() == f.read_bytes(), f.name
