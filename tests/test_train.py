@@ -42,7 +42,7 @@ def test_scenarios_write_the_same_artifacts(tiny_runs):
     files = {s: sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) for s, d in tiny_runs.items()}
     assert files["reference"] == files["task_reward"] == files["no_std_norm"]
     cfg = tiny()
-    assert [f"checkpoints/{ckpt_name(s)}.safetensors" in files["reference"] for s in checkpoint_steps(cfg)]
+    assert all(f"checkpoints/{ckpt_name(s)}.safetensors" in files["reference"] for s in checkpoint_steps(cfg))
     summary = json.loads((tiny_runs["task_reward"] / "summary.json").read_text())
     assert summary["scenario"] == "task_reward" and summary["backend"] == "native"
     assert summary["n_rollouts"] == cfg.grpo.steps * cfg.grpo.rollouts_per_step
