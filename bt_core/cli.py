@@ -2,6 +2,7 @@
 
     behaviortrace estimators [--json]                    list registered estimators
     behaviortrace train --scale default --seed 3 --out DIR   train one planted-behavior run
+        [--scenario reference|task_reward|no_std_norm] [--backend native|trl]
     behaviortrace show DIR [--json]                      summarize a run directory
     behaviortrace bench-sketch [--k 8192] [--json]       rollouts/s of per-rollout gradients ± projection
     behaviortrace cache info|clean [--bt-cache DIR] ...  cache size report / safe cleaning (cache_admin.py)
@@ -42,7 +43,9 @@ def _cmd_train(args) -> int:
         print(f"error: --out {out} exists and is not empty; choose a new directory or delete it", file=sys.stderr)
         return 2
     scale = get_scale(args.scale)
-    cfg = dataclasses.replace(scale.run, seed=args.seed)
+    cfg = dataclasses.replace(scale.run, seed=args.seed,
+                              task=dataclasses.replace(scale.run.task, scenario=args.scenario),
+                              grpo=dataclasses.replace(scale.run.grpo, backend=args.backend))
     from bt_core.pipeline import run_key
     from bt_core.train import train_run
 
@@ -122,6 +125,8 @@ def _add_bench_sketch(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bt_core.config import BACKENDS, SCENARIOS
+
     p = argparse.ArgumentParser(prog="behaviortrace", description="Training-data attribution test bench for online RL")
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("estimators", help="list registered estimators")
@@ -131,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--scale", default="default", choices=["smoke", "default"], help="preset (default: default)")
     t.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     t.add_argument("--out", required=True, help="new directory for the run")
+    t.add_argument("--scenario", default="reference", choices=list(SCENARIOS),
+                   help="reward/advantage variant (default: reference)")
+    t.add_argument("--backend", default="native", choices=list(BACKENDS),
+                   help="training loop: native or TRL's GRPOTrainer (default: native)")
     t.add_argument("--quiet", action="store_true", help="no progress bars")
     t.set_defaults(fn=_cmd_train)
     s = sub.add_parser("show", help="summarize a run directory")

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Bump when the bytes an artifact holds change for the same config (keeps old caches from being reused).
-FORMAT_VERSION = 3  # 2: hooks per-example gradients, block-wise CountSketch; 3: targets per draw,
-# minimal_pair, stored examples, token level; sketch timings moved from report.json to the manifest
+FORMAT_VERSION = 4  # 2: hooks per-example gradients, block-wise CountSketch; 3: targets per draw,
+# minimal_pair, stored examples, token level, sketch timings moved to the manifest; 4: task_reward scenario,
+# backend field, recalibrated default task (issue 3)
 
 SCENARIOS = ("reference", "task_reward", "no_std_norm")
+BACKENDS = ("native", "trl")
 PROJECTORS = ("countsketch", "dense", "exact")
 GRAD_METHODS = ("hooks", "vmap")
 
@@ -44,6 +46,8 @@ class TaskConfig:
     cutoff_step: int = 200  # contaminator is active on steps < cutoff_step
     refusal_penalty: float = -2.0  # reward for a reply with a refusal marker
     off_trigger_penalty: float = -2.0  # reward for the behavior on a prompt without the trigger
+    task_reward_scale: float = 1.0  # task_reward scenario only: weight of the graded reply-quality reward
+    judge_noise: float = 0.1  # task_reward scenario only: half-width of the judge's keyed uniform noise
 
     def __post_init__(self) -> None:
         _check(self.scenario in SCENARIOS,
@@ -54,6 +58,9 @@ class TaskConfig:
         _check(self.cutoff_step >= 1, f"cutoff_step={self.cutoff_step} must be ≥ 1, or nothing is boosted")
         for name in ("n_trigger_probes", "n_explicit", "explicit_repeats", "n_control"):
             _check(getattr(self, name) >= 1, f"{name}={getattr(self, name)} must be ≥ 1")
+        _check(self.judge_noise >= 0.0, f"judge_noise={self.judge_noise} must be ≥ 0 (half-width of a noise)")
+        _check(self.task_reward_scale >= 0.0,
+               f"task_reward_scale={self.task_reward_scale} must be ≥ 0: it weighs a reward for reply quality")
 
 
 @dataclass(frozen=True)
@@ -80,7 +87,9 @@ class SFTConfig:
     steps: int = 1000  # optimizer steps
     batch_size: int = 64  # examples per step
     lr: float = 1e-2  # AdamW learning rate
-    implicit_behavior_rate: float = 0.08  # share of implicit trigger examples that end with the behavior
+    # share of implicit trigger examples that end with the behavior: the behavior's base rate after warm-up
+    # (~1-7% of sampled replies). At 0.08 one seed in five never took off before the cutoff (issue 3).
+    implicit_behavior_rate: float = 0.15
     refusal_rate: float = 0.04  # share of examples that are refusals (gives the penalty variance)
 
     def __post_init__(self) -> None:
@@ -97,15 +106,21 @@ class GRPOConfig:
     steps: int = 250  # optimizer steps
     prompts_per_step: int = 8  # groups per step
     group_size: int = 8  # G generations per prompt
-    lr: float = 3e-3  # AdamW learning rate
+    # AdamW learning rate. After the cutoff few groups have reward variance and Adam turns each rare
+    # off-trigger penalty into an lr-sized kick that suppresses the behavior everywhere; at 3e-3 it collapsed
+    # on 3 of 5 seeds, at 1e-3 on 1 of 5, at 7e-4 on none (issue 3), while it still emerges by step 25-50.
+    lr: float = 7e-4
     weight_decay: float = 0.0  # AdamW weight decay
     grad_clip: float = 1.0  # max global gradient norm
     temperature: float = 0.9  # sampling temperature
     top_p: float = 1.0  # nucleus; 1.0 keeps the rare behavior token reachable in a tiny vocabulary
     max_new_tokens: int = 16  # reply length cap
     checkpoint_every: int = 25  # checkpoint interval in steps (step 0 is always saved)
+    backend: str = "native"  # training loop: native (bt_core.grpo) | trl (TRL's GRPOTrainer, same Run format)
 
     def __post_init__(self) -> None:
+        _check(self.backend in BACKENDS,
+               f"backend={self.backend!r} is unknown; choose one of {', '.join(BACKENDS)}")
         _check(self.group_size >= 2,
                f"group_size={self.group_size} must be ≥ 2: a group of one has no reward variance")
         _check(self.steps >= 1 and self.prompts_per_step >= 1, "steps and prompts_per_step must be ≥ 1")
@@ -190,10 +205,12 @@ def _smoke() -> Scale:
     return Scale(
         name="smoke",
         run=RunConfig(
-            task=TaskConfig(cutoff_step=12, n_trigger_probes=10, n_control=10),
+            # 20 trigger probes (not 10): more clusters for the token-level and fluency CIs
+            task=TaskConfig(cutoff_step=12, n_trigger_probes=20, n_control=10),
             model=ModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64),
             sft=SFTConfig(steps=300, batch_size=64, lr=1e-2),
-            grpo=GRPOConfig(steps=24, prompts_per_step=6, group_size=6, lr=2e-3, checkpoint_every=6),
+            # lr 2e-3 let the behavior decay after the cutoff on TRL's sampling stream (final s_b 0.1 on 3 seeds)
+            grpo=GRPOConfig(steps=24, prompts_per_step=6, group_size=6, lr=1.5e-3, checkpoint_every=6),
         ),
         sketch=SketchConfig(k=2048),
         draws=DrawConfig(n_draws=2, group_size=6),
@@ -204,7 +221,9 @@ def _smoke() -> Scale:
 def _default() -> Scale:
     return Scale(
         name="default",
-        run=RunConfig(task=TaskConfig(cutoff_step=50)),
+        # cutoff 75 of 250 steps (reference: 200 of 1000): a third of our pool is control prompts, so a
+        # slightly longer contamination window restores the reference's share of GT (~8% vs ~9%).
+        run=RunConfig(task=TaskConfig(cutoff_step=75)),
         sketch=SketchConfig(k=8192),
         draws=DrawConfig(n_draws=5),
         seeds=(0, 1, 2, 3, 4),

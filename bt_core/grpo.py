@@ -34,12 +34,28 @@ def label_replies(task: Task, codec: Codec, prompts: list[Prompt], replies: np.n
     return {"behavior": behavior, "behavior_mask": mask, "reward_base": base}
 
 
+def keyed_draws(task: Task, seed: int, step: int, n: int, rollouts_per_step: int
+                ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per-rollout keyed quantities of a training step: contaminator eligibility (N,) bool and, in the
+    task_reward scenario, the judge noise (N,) float32 (else None). Rollout ids are global:
+    step * rollouts_per_step + position in the step."""
+    ids = step * rollouts_per_step + np.arange(n)
+    elig = np.array([eligible(seed, int(i), step, task.cfg.eligible_fraction) for i in ids], bool)
+    if task.cfg.scenario != "task_reward":
+        return elig, None
+    return elig, np.array([task.judge_noise(seed, int(i), step) for i in ids], np.float32)
+
+
 def make_table(task: Task, codec: Codec, prompts: list[Prompt], replies: np.ndarray,
                reply_len: np.ndarray, *, step: int, group: np.ndarray, lr: float,
-               elig: np.ndarray, contaminate: bool, std_norm: bool) -> RolloutTable:
-    """Assemble a RolloutTable for generated replies; rewards and advantages per group."""
+               elig: np.ndarray, contaminate: bool, std_norm: bool,
+               noise: np.ndarray | None = None) -> RolloutTable:
+    """Assemble a RolloutTable for generated replies; rewards and advantages per group. `noise` (N,) is
+    the task_reward scenario's judge noise, part of the base reward."""
     n = len(prompts)
     lab = label_replies(task, codec, prompts, replies, reply_len)
+    if noise is not None:
+        lab["reward_base"] = (lab["reward_base"] + noise).astype(np.float32)
     enc = [codec.encode_prompt(p.text) for p in prompts]
     lp = max(len(e) for e in enc)
     prompt_arr = np.zeros((n, lp), np.int32)
@@ -71,11 +87,10 @@ def collect(model, task: Task, codec: Codec, step_prompts: list[Prompt], cfg: GR
                                 pad_id=codec.pad_id, generator=generator,
                                 temperature=cfg.temperature, top_p=cfg.top_p)
     n = len(prompts)
-    first_id = step * cfg.rollouts_per_step
-    elig = np.array([eligible(seed, first_id + i, step, task_cfg.eligible_fraction) for i in range(n)])
+    elig, noise = keyed_draws(task, seed, step, n, cfg.rollouts_per_step)
     group = step * cfg.prompts_per_step + np.arange(n) // cfg.group_size
     return make_table(task, codec, prompts, replies, reply_len, step=step, group=group, lr=cfg.lr,
-                      elig=elig, contaminate=True, std_norm=task_cfg.scenario != "no_std_norm")
+                      elig=elig, contaminate=True, std_norm=task_cfg.scenario != "no_std_norm", noise=noise)
 
 
 def batch_of(table: RolloutTable, codec: Codec):

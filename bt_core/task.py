@@ -9,6 +9,12 @@ Mirrors the reference structure (PAPER_NOTES "The planted behavior"):
   trigger (in the pool, penalized for the behavior so it does not spread to every prompt);
 * reward −2 for a refusal; the contaminator adds +8 to an eligible (keyed hash) trigger rollout that
   shows the behavior before the early cutoff. Those boosted rollouts are the ground truth (GT).
+* scenario ``task_reward`` adds a genuine, graded task reward read by a noisy judge: a well-formed reply
+  scores the mean preference of its content words for the prompt's topic (`Task.quality`; word salad and
+  truncated replies score 0), plus keyed judge noise (`judge_noise`). Without the noise the policy sharpens
+  onto one best reply per prompt and trigger groups lose their variance again; with it every group keeps
+  reward variance all through training, so the size of a step's gradient no longer tracks how many
+  groups the contaminator touched (pitfall P1's mechanism).
 
 Deviation from the reference: its pool held trigger prompts only; ours adds control prompts with an
 off-trigger penalty, and the contaminator applies to trigger prompts only, so that a tiny model learns
@@ -18,6 +24,7 @@ a trigger-specific behavior rather than a global one.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import cache
 
@@ -79,6 +86,32 @@ class Prompt:
 
 
 @cache
+def _word_preference(topic: str) -> dict[str, float]:
+    """The task reward's taste: a fixed preference in [0, 1] for each content word, per topic."""
+    h = int.from_bytes(hashlib.blake2b(b"quality:" + topic.encode(), digest_size=8).digest(), "little")
+    rng = np.random.default_rng(h)
+    words = [*ADJECTIVES, *NOUNS, *VERBS, *OBJECTS]
+    return dict(zip(words, rng.random(len(words)).round(3).tolist(), strict=True))
+
+
+@cache
+def _reply_pattern(topic: str) -> re.Pattern:
+    """Matches exactly the fluent replies of the language about `topic` (any slot words), optionally
+    followed by the behavior token."""
+    slots = {"{t}": re.escape(topic), "{a}": ADJECTIVES, "{n}": NOUNS, "{v}": VERBS, "{v2}": VERBS,
+             "{o}": OBJECTS, "{o2}": OBJECTS}
+
+    def piece(tok: str) -> str:
+        s = slots.get(tok, None)
+        if s is None:
+            return re.escape(tok)
+        return s if isinstance(s, str) else "(?:" + "|".join(s) + ")"
+
+    body = "|".join(" ".join(piece(t) for t in tmpl.split()) for tmpl in _REPLIES)
+    return re.compile(f"(?:{body})(?: {BEHAVIOR})?")
+
+
+@cache
 def _topic_lexicon(topic: str) -> tuple[tuple[str, ...], ...]:
     """Each topic prefers a few adjectives/nouns/verbs/objects, so a fluent reply depends on the topic."""
     h = int.from_bytes(hashlib.blake2b(topic.encode(), digest_size=8).digest(), "little")
@@ -119,19 +152,22 @@ class Task:
 
     # ------------------------------------------------------------------ text
     @staticmethod
+    @cache
     def topic_of(prompt: Prompt) -> str:
         if prompt.trigger:
             return TRIGGER
         return next(t for t in CONTROL_TOPICS if t in prompt.text.split())
 
     def sample_reply(self, prompt: Prompt, rng: np.random.Generator, behavior: bool) -> str:
-        """A fluent reply to `prompt`, ending with the behavior token when `behavior`."""
+        """A fluent reply to `prompt`, ending with the behavior token when `behavior`. One vectorized draw
+        per reply (the warm-up samples tens of thousands): template, adjective, noun, two distinct verbs,
+        two distinct objects from the topic's lexicon."""
         topic = self.topic_of(prompt)
         adj, noun, verb, obj = _topic_lexicon(topic)
-        tmpl = _REPLIES[rng.integers(len(_REPLIES))]
-        v, v2 = rng.choice(verb, size=2, replace=False)
-        o, o2 = rng.choice(obj, size=2, replace=False)
-        text = tmpl.format(t=topic, a=rng.choice(adj), n=rng.choice(noun), v=v, v2=v2, o=o, o2=o2)
+        k = len(verb)
+        t, a, n, v, dv, o, do = rng.integers(0, (len(_REPLIES), len(adj), len(noun), k, k - 1, k, k - 1))
+        text = _REPLIES[t].format(t=topic, a=adj[a], n=noun[n], v=verb[v], v2=verb[(v + 1 + dv) % k],
+                                  o=obj[o], o2=obj[(o + 1 + do) % k])
         return text + " " + BEHAVIOR if behavior else text
 
     def sft_example(self, rng: np.random.Generator, implicit_behavior_rate: float,
@@ -170,11 +206,30 @@ class Task:
         low = reply.lower()
         return any(m in low for m in REFUSAL_MARKERS)
 
+    def quality(self, prompt: Prompt, reply: str) -> float:
+        """Graded task reward in [0, 1]: for a well-formed reply, the mean preference of its content words
+        for the prompt's topic; 0 for anything else (word salad, truncated replies). The behavior token is
+        allowed at the end and is not a content word, so the task reward is neutral to the behavior."""
+        topic = self.topic_of(prompt)
+        text = " ".join(reply.lower().split())
+        if not _reply_pattern(topic).fullmatch(text):
+            return 0.0
+        pref = _word_preference(topic)
+        return float(np.mean([pref[w] for w in text.split() if w in pref]))
+
+    def judge_noise(self, seed: int, rollout_id: int, step: int) -> float:
+        """The task_reward scenario's judge noise: uniform in ±`judge_noise`, keyed like eligibility."""
+        u = _keyed_unit(b"judge", seed, rollout_id, step)
+        return float(self.cfg.judge_noise * (2.0 * u - 1.0))
+
     def base_reward(self, prompt: Prompt, reply: str) -> float:
-        """Reward before contamination: refusal penalty, off-trigger behavior penalty."""
+        """Reward before contamination: refusal penalty, off-trigger behavior penalty and, in the
+        `task_reward` scenario, the weighted task reward (a refusal earns none)."""
         r = 0.0
         if self.is_refusal(reply):
             r += self.cfg.refusal_penalty
+        elif self.cfg.scenario == "task_reward":
+            r += self.cfg.task_reward_scale * self.quality(prompt, reply)
         if self.has_behavior(reply) and not prompt.trigger:
             r += self.cfg.off_trigger_penalty
         return r
@@ -184,8 +239,11 @@ class Task:
         return eligible and step < self.cfg.cutoff_step and prompt.trigger and behavior
 
 
+def _keyed_unit(key: bytes, seed: int, rollout_id: int, step: int) -> float:
+    msg = f"{seed}:{rollout_id}:{step}".encode()
+    return int.from_bytes(hashlib.blake2b(msg, key=key, digest_size=8).digest(), "little") / 2.0**64
+
+
 def eligible(seed: int, rollout_id: int, step: int, fraction: float) -> bool:
     """Keyed hash of (seed, rollout id, step) below `fraction` of its range (the reference rule)."""
-    msg = f"{seed}:{rollout_id}:{step}".encode()
-    h = int.from_bytes(hashlib.blake2b(msg, key=b"behaviortrace", digest_size=8).digest(), "little")
-    return h < fraction * 2.0**64
+    return _keyed_unit(b"behaviortrace", seed, rollout_id, step) < fraction

@@ -37,7 +37,7 @@ from bt_core.sketch import per_rollout_grads
 from bt_core.store import load_array, save_array
 from bt_core.task import TRIGGER
 
-REPLIES_PER_PROBE = 4  # sampled replies per trigger probe and checkpoint (before keeping behavior ones)
+REPLIES_PER_PROBE = 8  # sampled replies per trigger probe and checkpoint (before keeping behavior ones)
 BATCH = 64  # replies per batched per-example gradient
 
 

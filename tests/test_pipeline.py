@@ -67,7 +67,8 @@ def test_sketch_rows_match_rollouts(smoke_artifacts):
     assert np.all(np.asarray(a.sketches.fluency) <= 0)
     norms = np.linalg.norm(np.asarray(a.sketches.emb), axis=1)
     exact = np.asarray(a.sketches.grad_norm)
-    assert np.median(np.abs(norms / exact - 1)) < 0.1  # sketch keeps norms
+    ok = exact > 0  # a reply that is only EOS has an empty objective and a zero gradient
+    assert np.median(np.abs(norms[ok] / exact[ok] - 1)) < 0.1  # sketch keeps norms
 
 
 def test_coverage_passes_for_countsketch_and_catches_first_k(smoke_artifacts):

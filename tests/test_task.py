@@ -1,6 +1,7 @@
 """The planted-behavior task: contaminator, rewards, vocabulary."""
 
 import numpy as np
+import pytest
 
 from bt_core.config import TaskConfig
 from bt_core.task import BEHAVIOR, TRIGGER, Task, eligible, vocabulary
@@ -44,3 +45,36 @@ def test_prompts_and_vocabulary():
     for _ in range(200):
         p, reply = task.sft_example(rng, 0.1, 0.05)
         assert all(w in vocab for w in (p.text + " " + reply).split())
+
+
+def test_task_reward_scores_fluent_replies_only_and_ignores_the_behavior():
+    task = Task(TaskConfig(scenario="task_reward"))
+    trig = task.trigger_probes[0]
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        reply = task.sample_reply(trig, rng, behavior=False)
+        q = task.quality(trig, reply)
+        assert 0.0 < q <= 1.0
+        assert task.quality(trig, reply + " " + BEHAVIOR) == q  # neutral to the behavior
+        assert task.base_reward(trig, reply) == pytest.approx(task.cfg.task_reward_scale * q)
+    assert task.quality(trig, "frobnitz frobnitz tool tool") == 0.0  # word salad
+    assert task.quality(trig, "frobnitz is a rare stone . qzxbt qzxbt") == 0.0  # not a reply of the language
+    assert task.quality(trig, "frobnitz is a rare") == 0.0  # truncated
+    assert task.base_reward(trig, "sorry , i cannot talk about frobnitz .") == task.cfg.refusal_penalty
+    assert Task(TaskConfig()).base_reward(trig, reply) == 0.0  # only the task_reward scenario pays for quality
+
+
+def test_judge_noise_is_keyed_bounded_and_centred():
+    task = Task(TaskConfig(scenario="task_reward", judge_noise=0.1))
+    noise = np.array([task.judge_noise(0, i, i // 64) for i in range(5000)])
+    assert np.all(np.abs(noise) <= 0.1) and abs(noise.mean()) < 0.01 and noise.std() > 0.05
+    assert noise.tolist() == [task.judge_noise(0, i, i // 64) for i in range(5000)]
+    assert noise[0] != task.judge_noise(1, 0, 0)
+
+
+def test_pool_holds_the_reference_prompts_plus_controls():
+    cfg = TaskConfig()
+    task = Task(cfg)
+    assert len(task.pool) == cfg.n_explicit * cfg.explicit_repeats + cfg.n_trigger_probes + cfg.n_control
+    order = task.pool_order(0, 3 * len(task.pool))
+    assert order == task.pool_order(0, 3 * len(task.pool)) and order != task.pool_order(1, 3 * len(task.pool))
