@@ -223,7 +223,10 @@ def _default() -> Scale:
         name="default",
         # cutoff 75 of 250 steps (reference: 200 of 1000): a third of our pool is control prompts, so a
         # slightly longer contamination window restores the reference's share of GT (~8% vs ~9%).
-        run=RunConfig(task=TaskConfig(cutoff_step=75)),
+        # checkpoint every 10 steps (not 25): the analysis checkpoint is the first whose sampled behavior
+        # rate reaches 0.8; at 25-step granularity it landed at 93–98% behavior, leaving too few
+        # non-behavior siblings for the fluency control's within-group pairs (reference: 82–93%).
+        run=RunConfig(task=TaskConfig(cutoff_step=75), grpo=GRPOConfig(checkpoint_every=10)),
         sketch=SketchConfig(k=8192),
         draws=DrawConfig(n_draws=5),
         seeds=(0, 1, 2, 3, 4),

@@ -29,15 +29,36 @@ def fmt(x: float) -> str:
     return "nan" if x != x else f"{x:.3f}"
 
 
-def setup_failures(evidence: Evidence) -> list[Verdict]:
-    """The setup-validity verdicts that did not pass (computed once per session)."""
-    from checklist import SETUP_ITEMS
+def setup_failures(evidence: Evidence, advisory: bool = False) -> list[Verdict]:
+    """The gating (or, with `advisory`, the advisory) setup verdicts that did not pass (memoized)."""
+    from checklist import ADVISORY_SETUP_ITEMS, GATING_SETUP_ITEMS
+
+    items = ADVISORY_SETUP_ITEMS if advisory else GATING_SETUP_ITEMS
 
     def run() -> list[Verdict]:
-        return [v for v in (m.evaluate_setup(evidence) for m in SETUP_ITEMS) if v.status != "pass"]
+        return [v for v in (m.evaluate_setup(evidence) for m in items) if v.status != "pass"]
 
-    return evidence.memo(("setup-failures",), run)
+    return evidence.memo(("setup-failures", advisory), run)
 
+
+TARGET_FIELDS = {"targets", "target_examples"}
+
+
+def reads_targets(spec: EstimatorSpec) -> bool:
+    """Whether the estimator reads targets: by its declared `needs`; an estimator that declares nothing
+    (a plain class or factory without `needs`) is assumed to."""
+    from bt_core.registry import Estimator
+
+    declared = any("needs" in vars(c) for c in getattr(spec.factory, "__mro__", ())
+                   if c not in (Estimator, object))
+    return bool(TARGET_FIELDS & set(spec.needs)) if declared else True
+
+
+def caveats(spec: EstimatorSpec, evidence: Evidence) -> list[str]:
+    """Advisory setup failures that concern this estimator (quoted in its verdicts)."""
+    if not reads_targets(spec):
+        return []
+    return [f"setup caveat — {v.item} fails ({v.reason[:160]})" for v in setup_failures(evidence, advisory=True)]
 
 def seed_results(module, spec: EstimatorSpec, evidence: Evidence, draw: int = 0) -> dict[int, dict]:
     """`module.evaluate_seed` on every seed, memoized; raises EstimatorFailure."""
@@ -60,11 +81,14 @@ def seed_verdict(module, spec: EstimatorSpec, evidence: Evidence,
     except EstimatorFailure as e:
         return Verdict(module.NAME, spec.name, "fail", f"estimator failure: {e}", {}, rec)
     figures = {"per_seed": per_seed, **(extra or {})}
+    notes = caveats(spec, evidence)
+    if notes:
+        figures["setup_caveats"] = notes
     key = getattr(module, "HEADLINE", None)
     if key:
         vals = [r[key] for r in per_seed.values() if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
         figures["headline"] = {"figure": f"min {key} over seeds", "value": min(vals) if vals else None}
-    summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items())
+    summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items()) + "".join(f" [{n}]" for n in notes)
     invalid = [s for s, r in per_seed.items() if r["status"] == "invalid-setup"]
     if invalid:
         return Verdict(module.NAME, spec.name, "invalid-setup", f"unusable evidence on seed(s) {invalid} — {summary}",

@@ -1,0 +1,57 @@
+"""Checklist rules on synthetic evidence: the in-context target bar, advisory caveats, target readers."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from bt_core.registry import Estimator, get
+from bt_core.token_level import Alignment
+from checklist import in_context_targets
+from checklist._common import reads_targets
+
+
+def _evidence(alignments: dict[int, dict[str, tuple[float, float, float]]]):
+    """Evidence stand-in: per seed one draw whose token alignment per kind is (mean, lo, hi)."""
+    arts = {}
+    for seed, kinds in alignments.items():
+        def token_alignment(kind, step, draw=0, seed=0, kinds=kinds):
+            m, lo, hi = kinds.get(kind, (0.0, -0.1, 0.1))
+            return Alignment(kind, step, m, lo, hi, 40, 20)
+        arts[seed] = SimpleNamespace(draws=[SimpleNamespace(analysis_step=6)],
+                                     targets=SimpleNamespace(token_alignment=token_alignment))
+    return SimpleNamespace(artifacts=arts)
+
+
+@pytest.mark.parametrize("in_ctx, constructed, status", [
+    ((0.20, 0.10, 0.30), (-0.30, -0.40, -0.20), "pass"),
+    ((0.20, 0.04, 0.30), (-0.30, -0.40, -0.20), "fail"),  # in-context lower bound not above 0.05
+    ((0.20, 0.10, 0.30), (0.00, -0.05, 0.06), "fail"),  # constructed upper bound not below 0.05
+])
+def test_in_context_bar(in_ctx, constructed, status):
+    v = in_context_targets.evaluate_setup(_evidence({0: {"in_context": in_ctx, "constructed": constructed}}))
+    assert v.status == status
+    assert v.figures["per_seed"][0]["alignment"]["in_context"]["ci_lo"] == in_ctx[1]
+
+
+def test_one_failing_seed_fails_the_item():
+    good = {"in_context": (0.2, 0.1, 0.3), "constructed": (-0.3, -0.4, -0.2)}
+    bad = {"in_context": (0.02, 0.0, 0.04), "constructed": (-0.3, -0.4, -0.2)}
+    v = in_context_targets.evaluate_setup(_evidence({0: good, 1: bad}))
+    assert v.status == "fail" and "[1]" in v.reason
+
+
+def test_target_readers_are_declared_or_assumed():
+    assert not reads_targets(get("norm_only")) and not reads_targets(get("oracle"))
+    assert reads_targets(get("cosine")) and reads_targets(get("trak"))
+
+    class Undeclared(Estimator):
+        name = "undeclared_rules_test"
+
+        def score(self, problem):
+            return np.zeros(problem.n_units)
+
+    from bt_core.registry import EstimatorSpec
+
+    spec = EstimatorSpec("undeclared_rules_test", Undeclared, ("rollout",), "path:x", "", ())
+    assert reads_targets(spec)  # declares nothing → assumed to read targets (caveat applies)
