@@ -58,7 +58,7 @@ def caveats(spec: EstimatorSpec, evidence: Evidence) -> list[str]:
     """Advisory setup failures that concern this estimator (quoted in its verdicts)."""
     if not reads_targets(spec):
         return []
-    return [f"setup caveat — {v.item} fails ({v.reason[:160]})" for v in setup_failures(evidence, advisory=True)]
+    return [f"setup caveat: {v.item} {v.reason.split(' — ')[0]}" for v in setup_failures(evidence, advisory=True)]
 
 def seed_results(module, spec: EstimatorSpec, evidence: Evidence, draw: int = 0) -> dict[int, dict]:
     """`module.evaluate_seed` on every seed, memoized; raises EstimatorFailure."""

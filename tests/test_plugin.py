@@ -35,19 +35,21 @@ def suite(pytester, smoke_artifacts, smoke_cache):
     return run
 
 
-def test_oracle_passes_every_item(suite, pytester):
+def test_oracle_passes_every_item(suite, pytester, check_outcomes):
     res = suite("--estimator=oracle")
-    res.assert_outcomes(passed=N_SETUP + N_ITEMS)
+    check_outcomes(res, passed=N_ITEMS)
+    assert res.ret == pytest.ExitCode.OK  # an advisory setup failure never gates the exit code
     card = json.loads((pytester.path / "scorecard.json").read_text())
     assert card["schema"] == "behaviortrace.scorecard/1"
-    assert {r["status"] for r in card["records"]} == {"pass"}
+    assert {r["status"] for r in card["records"] if r["estimator"] == "oracle"} == {"pass"}
+    assert len([r for r in card["records"] if r["estimator"] == "setup"]) == N_SETUP
     assert card["config_hash"] and card["versions"]["torch"]
     assert (pytester.path / "scorecard.md").read_text().startswith("# BehaviorTrace scorecard")
     res.stdout.fnmatch_lines(["*BehaviorTrace scorecard*", "*emergence*PASS*", "*oracle*PASS*PASS*PASS*PASS*PASS*"])
 
 
-def test_compare_fails_on_regression(suite, pytester):
-    suite("--estimator=oracle", "--scorecard=base.json").assert_outcomes(passed=N_SETUP + N_ITEMS)
+def test_compare_fails_on_regression(suite, pytester, check_outcomes):
+    check_outcomes(suite("--estimator=oracle", "--scorecard=base.json"), passed=N_ITEMS)
     base = json.loads((pytester.path / "base.json").read_text())
     for r in base["records"]:
         if r["item"] == "magnitude_control":
@@ -59,9 +61,9 @@ def test_compare_fails_on_regression(suite, pytester):
     assert json.loads((pytester.path / "scorecard.json").read_text())["comparison"]["regressions"]
 
 
-def test_random_fails_with_figures(suite, pytester):
+def test_random_fails_with_figures(suite, pytester, check_outcomes):
     res = suite("--estimator=random", "--scorecard=out/card.json")
-    res.assert_outcomes(passed=N_SETUP, failed=N_ITEMS)
+    check_outcomes(res, failed=N_ITEMS)
     assert res.ret == 1
     res.stdout.fnmatch_lines(["*magnitude_control × random*lift*norm_only*", "*fluency_control × random*AUC*"])
     card = json.loads((pytester.path / "out" / "card.json").read_text())
@@ -91,7 +93,7 @@ def test_bad_options_are_usage_errors(suite, args, message):
     res.stderr.fnmatch_lines([message])
 
 
-def test_plugin_estimator_failure_is_a_failed_item(suite, pytester):
+def test_plugin_estimator_failure_is_a_failed_item(suite, pytester, check_outcomes):
     pytester.makepyfile(badest="""
         import numpy as np
         from bt_core.registry import Estimator
@@ -103,5 +105,5 @@ def test_plugin_estimator_failure_is_a_failed_item(suite, pytester):
     """)
     pytester.syspathinsert()
     res = suite("--estimator=badest:Bad")
-    res.assert_outcomes(passed=N_SETUP, failed=N_ITEMS)
+    check_outcomes(res, failed=N_ITEMS)
     res.stdout.fnmatch_lines(["*estimator failure*non-finite*"])

@@ -22,10 +22,12 @@ def trl_run(smoke_scale, tmp_path_factory):
     """Smoke seed 0 trained through TRL, loaded as a Run (a manifest is written as the store would)."""
     cfg = smoke_scale.run.with_seed(0)
     cfg = dataclasses.replace(cfg, grpo=dataclasses.replace(cfg.grpo, backend="trl"))
-    d = tmp_path_factory.mktemp("trl") / "run"
-    train_run(cfg, d)
-    (d / "manifest.json").write_text(json.dumps({"config": dataclasses.asdict(cfg)}))
-    return Run(d)
+    from bt_core.config import to_dict
+    from bt_core.pipeline import run_key
+    from bt_core.store import ArtifactStore
+
+    store = ArtifactStore(tmp_path_factory.mktemp("trl"))
+    return Run(store.get_or_build("runs", run_key(cfg), to_dict(cfg), lambda d: train_run(cfg, d)))
 
 
 def _learned(run: Run) -> bool:
