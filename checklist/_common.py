@@ -54,6 +54,15 @@ def reads_targets(spec: EstimatorSpec) -> bool:
     return bool(TARGET_FIELDS & set(spec.needs)) if declared else True
 
 
+def attach_caveats(v: Verdict, spec: EstimatorSpec, evidence: Evidence) -> Verdict:
+    """Quote the advisory setup failures that concern `spec` in its verdict (reason and figures)."""
+    notes = caveats(spec, evidence) if v.status != "invalid-setup" else []
+    if notes:
+        v.figures["setup_caveats"] = notes
+        v.reason += "".join(f" [{n}]" for n in notes)
+    return v
+
+
 def caveats(spec: EstimatorSpec, evidence: Evidence) -> list[str]:
     """Advisory setup failures that concern this estimator (quoted in its verdicts)."""
     if not reads_targets(spec):
@@ -70,7 +79,12 @@ def seed_results(module, spec: EstimatorSpec, evidence: Evidence, draw: int = 0)
 def seed_verdict(module, spec: EstimatorSpec, evidence: Evidence,
                  results: Callable[[], dict] | None = None, extra: dict | None = None) -> Verdict:
     """The item's verdict: invalid-setup if the setup failed or any seed's evidence is unusable; fail if
-    any seed fails (or the estimator is the control the item compares against); else pass."""
+    any seed fails (or the estimator is the control the item compares against); else pass. Advisory
+    setup failures are quoted as caveats."""
+    return attach_caveats(_seed_verdict(module, spec, evidence, results, extra), spec, evidence)
+
+
+def _seed_verdict(module, spec: EstimatorSpec, evidence: Evidence, results, extra) -> Verdict:
     rec = spec_record(spec, evidence)
     broken = setup_failures(evidence)
     if broken:
@@ -81,14 +95,11 @@ def seed_verdict(module, spec: EstimatorSpec, evidence: Evidence,
     except EstimatorFailure as e:
         return Verdict(module.NAME, spec.name, "fail", f"estimator failure: {e}", {}, rec)
     figures = {"per_seed": per_seed, **(extra or {})}
-    notes = caveats(spec, evidence)
-    if notes:
-        figures["setup_caveats"] = notes
     key = getattr(module, "HEADLINE", None)
     if key:
         vals = [r[key] for r in per_seed.values() if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
         figures["headline"] = {"figure": f"min {key} over seeds", "value": min(vals) if vals else None}
-    summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items()) + "".join(f" [{n}]" for n in notes)
+    summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items())
     invalid = [s for s, r in per_seed.items() if r["status"] == "invalid-setup"]
     if invalid:
         return Verdict(module.NAME, spec.name, "invalid-setup", f"unusable evidence on seed(s) {invalid} — {summary}",

@@ -12,7 +12,7 @@ from bt_core.evidence import EstimatorFailure, Evidence
 from bt_core.registry import EstimatorSpec
 from bt_core.scorecard import Verdict
 from checklist import fluency_control
-from checklist._common import caveats, fmt, seed_results, setup_failures, spec_record
+from checklist._common import attach_caveats, fmt, seed_results, setup_failures, spec_record
 from checklist.seed_variance import spread
 
 NAME = "draw_variance"
@@ -21,12 +21,7 @@ MIN_DRAWS = 2
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    v = _evaluate(spec, evidence)
-    notes = caveats(spec, evidence) if v.status != "invalid-setup" else []
-    if notes:
-        v.figures["setup_caveats"] = notes
-        v.reason += "".join(f" [{n}]" for n in notes)
-    return v
+    return attach_caveats(_evaluate(spec, evidence), spec, evidence)
 
 
 def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:

@@ -14,7 +14,7 @@ import numpy as np
 from bt_core.evidence import EstimatorFailure, Evidence
 from bt_core.registry import EstimatorSpec
 from bt_core.scorecard import Verdict
-from checklist._common import caveats, fmt, seed_results, setup_failures, spec_record
+from checklist._common import attach_caveats, fmt, seed_results, setup_failures, spec_record
 
 NAME = "seed_variance"
 TITLE = "verdicts hold on every seed"
@@ -36,12 +36,7 @@ def spread(values: list[float]) -> dict:
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    v = _evaluate(spec, evidence)
-    notes = caveats(spec, evidence) if v.status != "invalid-setup" else []
-    if notes:
-        v.figures["setup_caveats"] = notes
-        v.reason += "".join(f" [{n}]" for n in notes)
-    return v
+    return attach_caveats(_evaluate(spec, evidence), spec, evidence)
 
 
 def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
