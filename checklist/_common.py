@@ -69,6 +69,16 @@ def caveats(spec: EstimatorSpec, evidence: Evidence) -> list[str]:
         return []
     return [f"setup caveat: {v.item} {v.reason.split(' — ')[0]}" for v in setup_failures(evidence, advisory=True)]
 
+def gate(name: str, spec: EstimatorSpec, evidence: Evidence) -> Verdict | None:
+    """The invalid-setup verdict of item `name` when a gating setup item failed, else None."""
+    broken = setup_failures(evidence)
+    if not broken:
+        return None
+    names = ", ".join(f"{v.item} ({v.reason})" for v in broken)
+    return Verdict(name, spec.name, "invalid-setup", f"setup validity failed: {names}", {},
+                   spec_record(spec, evidence))
+
+
 def seed_results(module, spec: EstimatorSpec, evidence: Evidence, draw: int = 0) -> dict[int, dict]:
     """`module.evaluate_seed` on every seed, memoized; raises EstimatorFailure."""
     return {s: evidence.memo((module.NAME, spec.name, s, draw),
@@ -86,10 +96,9 @@ def seed_verdict(module, spec: EstimatorSpec, evidence: Evidence,
 
 def _seed_verdict(module, spec: EstimatorSpec, evidence: Evidence, results, extra) -> Verdict:
     rec = spec_record(spec, evidence)
-    broken = setup_failures(evidence)
-    if broken:
-        names = ", ".join(f"{v.item} ({v.reason})" for v in broken)
-        return Verdict(module.NAME, spec.name, "invalid-setup", f"setup validity failed: {names}", {}, rec)
+    gated = gate(module.NAME, spec, evidence)
+    if gated:
+        return gated
     try:
         per_seed = results() if results else seed_results(module, spec, evidence)
     except EstimatorFailure as e:

@@ -12,7 +12,7 @@ from bt_core.evidence import EstimatorFailure, Evidence
 from bt_core.registry import EstimatorSpec
 from bt_core.scorecard import Verdict
 from checklist import fluency_control
-from checklist._common import attach_caveats, fmt, seed_results, setup_failures, spec_record
+from checklist._common import attach_caveats, fmt, gate, seed_results, spec_record
 from checklist.seed_variance import spread
 
 NAME = "draw_variance"
@@ -25,9 +25,10 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
 
 
 def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
+    gated = gate(NAME, spec, evidence)
+    if gated:
+        return gated
     rec = spec_record(spec, evidence)
-    if setup_failures(evidence):
-        return Verdict(NAME, spec.name, "invalid-setup", "setup validity failed (see the setup items)", {}, rec)
     n_draws = min(len(a.draws) for a in evidence.artifacts.values())
     if n_draws < MIN_DRAWS:
         return Verdict(NAME, spec.name, "invalid-setup", f"{n_draws} draw(s) per seed; needs ≥ {MIN_DRAWS}", {}, rec)

@@ -14,7 +14,7 @@ import numpy as np
 from bt_core.evidence import EstimatorFailure, Evidence
 from bt_core.registry import EstimatorSpec
 from bt_core.scorecard import Verdict
-from checklist._common import attach_caveats, fmt, seed_results, setup_failures, spec_record
+from checklist._common import attach_caveats, fmt, gate, seed_results, spec_record
 
 NAME = "seed_variance"
 TITLE = "verdicts hold on every seed"
@@ -40,9 +40,10 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
 
 
 def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
+    gated = gate(NAME, spec, evidence)
+    if gated:
+        return gated
     rec = spec_record(spec, evidence)
-    if setup_failures(evidence):
-        return Verdict(NAME, spec.name, "invalid-setup", "setup validity failed (see the setup items)", {}, rec)
     if len(evidence.seeds) < MIN_SEEDS:
         return Verdict(NAME, spec.name, "invalid-setup",
                        f"{len(evidence.seeds)} seed(s) given; seed variance needs ≥ {MIN_SEEDS} (--seeds)", {}, rec)
