@@ -5,7 +5,8 @@
 
 Sections (all printed as tables, all written to --out as JSON):
 
-1. throughput (`bt_core.bench.bench_sketch`): rollouts/s of the bare batched per-rollout backward, + CountSketch,
+1. throughput (`bt_core.gradients.bench.bench_sketch`): rollouts/s of the bare batched per-rollout backward,
+   + CountSketch,
    + dense projection, + traker's BasicProjector, on the same batches; ratios against the targets
    (CountSketch ≥ 20× traker at k = 8192; projection overhead ≤ 25% of the bare backward).
 2. inner-product error vs exact on real per-rollout gradients, CountSketch and dense at each k of --ks.
@@ -30,11 +31,11 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from bt_core.bench import bench_sketch, workload
-from bt_core.coverage import coverage_report, fidelity, format_report
-from bt_core.pergrad import HookGrads, LinearOnlyHooks
-from bt_core.projectors import CountSketch, DenseProjector, FirstK
-from bt_core.train import torch_threads
+from bt_core.gradients.bench import bench_sketch, workload
+from bt_core.gradients.coverage import coverage_report, fidelity, format_report
+from bt_core.gradients.pergrad import HookGrads, LinearOnlyHooks
+from bt_core.gradients.projectors import CountSketch, DenseProjector, FirstK
+from bt_core.training.model import torch_threads
 
 TARGET_CS_OVER_TRAKER, TARGET_OVERHEAD = 20.0, 0.25
 
@@ -76,7 +77,7 @@ def error_table(args) -> list[dict]:
 
 
 def coverage(args) -> dict:
-    from bt_core.train import Run
+    from bt_core.training.checkpoints import TrainedRun as Run
 
     run = Run(Path(args.run))
     n = sum(p.numel() for p in run.model_at(0).parameters())
@@ -97,8 +98,8 @@ def coverage(args) -> dict:
 
 def _sketch_child(run_dir: str, out: str, k: int, q) -> None:
     from bt_core.config import SketchConfig
-    from bt_core.sketch import sketch_run
-    from bt_core.train import Run
+    from bt_core.gradients.sketch import sketch_run
+    from bt_core.training.checkpoints import TrainedRun as Run
 
     t0 = time.perf_counter()
     res = sketch_run(Run(Path(run_dir)), SketchConfig(k=k), Path(out))

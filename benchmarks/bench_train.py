@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bt_core.config import SCENARIOS, get_scale  # noqa: E402
-from bt_core.train import train_run  # noqa: E402
+from bt_core.training.loop import train_run  # noqa: E402
 
 
 def bench_one(scale: str, scenario: str, backend: str, seed: int, threads: int | None) -> dict:

@@ -3,8 +3,7 @@ A failing item is the product working: it is evidence that the method is confoun
 Run: pytest benchmarks --estimator=NAME."""
 
 import pytest
-
-from checklist import ADVISORY_SETUP_ITEMS, ESTIMATOR_ITEMS, SETUP_ITEMS
+from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS
 
 
 def _check(verdict, scorecard, label, advisory=False):
@@ -16,13 +15,12 @@ def _check(verdict, scorecard, label, advisory=False):
 
 
 @pytest.mark.checklist
-@pytest.mark.parametrize("item", SETUP_ITEMS, ids=[m.NAME for m in SETUP_ITEMS])
+@pytest.mark.parametrize("item", SETUP_ITEMS, ids=[i.name for i in SETUP_ITEMS])
 def test_setup(item, bt_evidence, bt_scorecard):
-    _check(item.evaluate_setup(bt_evidence), bt_scorecard, f"setup {item.NAME}",
-           advisory=item in ADVISORY_SETUP_ITEMS)
+    _check(item.evaluate(bt_evidence), bt_scorecard, f"setup {item.name}", advisory=not item.gating)
 
 
 @pytest.mark.checklist
-@pytest.mark.parametrize("item", ESTIMATOR_ITEMS, ids=[m.NAME for m in ESTIMATOR_ITEMS])
+@pytest.mark.parametrize("item", ESTIMATOR_ITEMS, ids=[i.name for i in ESTIMATOR_ITEMS])
 def test_checklist(item, bt_estimator, bt_evidence, bt_scorecard):
-    _check(item.evaluate(bt_estimator, bt_evidence), bt_scorecard, f"{item.NAME} × {bt_estimator.name}")
+    _check(item.evaluate(bt_estimator, bt_evidence), bt_scorecard, f"{item.name} × {bt_estimator.name}")

@@ -21,7 +21,7 @@ from tabulate import tabulate
 
 
 def _cmd_estimators(args) -> int:
-    from bt_core.registry import available
+    from bt_core.attribution.catalog import available
 
     specs = available()
     if args.json:
@@ -35,8 +35,8 @@ def _cmd_estimators(args) -> int:
 def _cmd_train(args) -> int:
     import dataclasses
 
+    from bt_core.artifacts.store import ArtifactStore
     from bt_core.config import get_scale, to_dict
-    from bt_core.store import ArtifactStore
 
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
@@ -47,7 +47,7 @@ def _cmd_train(args) -> int:
                               task=dataclasses.replace(scale.run.task, scenario=args.scenario),
                               grpo=dataclasses.replace(scale.run.grpo, backend=args.backend))
     from bt_core.pipeline import run_key
-    from bt_core.train import train_run
+    from bt_core.training.loop import train_run
 
     # Build through the store's atomic machinery in a private root, then move the finished run to --out.
     staging = out.parent / f".{out.name}.staging-{os.getpid()}"
@@ -65,7 +65,7 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_show(args) -> int:
-    from bt_core.store import ArtifactError, verify_dir
+    from bt_core.artifacts.store import ArtifactError, verify_dir
 
     d = Path(args.dir)
     try:
@@ -91,7 +91,7 @@ def _cmd_show(args) -> int:
 
 
 def _cmd_bench_sketch(args) -> int:
-    from bt_core.bench import bench_sketch
+    from bt_core.gradients.bench import bench_sketch
 
     res = bench_sketch(k=args.k, batch_size=args.batch_size, n_batches=args.batches, repeats=args.repeats,
                        run_dir=args.run, slow=not args.no_slow, clock=args.clock)
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(fn=_cmd_show)
     _add_bench_sketch(sub)
-    from bt_core import cache_admin
+    from bt_core.artifacts import cache_admin
 
     cache_admin.add_subparser(sub)
     args = p.parse_args(argv)

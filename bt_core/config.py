@@ -116,7 +116,7 @@ class GRPOConfig:
     top_p: float = 1.0  # nucleus; 1.0 keeps the rare behavior token reachable in a tiny vocabulary
     max_new_tokens: int = 16  # reply length cap
     checkpoint_every: int = 25  # checkpoint interval in steps (step 0 is always saved)
-    backend: str = "native"  # training loop: native (bt_core.grpo) | trl (TRL's GRPOTrainer, same Run format)
+    backend: str = "native"  # training loop: native (bt_core.training.grpo) | trl (TRL's GRPOTrainer, same Run format)
 
     def __post_init__(self) -> None:
         _check(self.backend in BACKENDS,

@@ -5,6 +5,8 @@ Shapes: `scores`, `labels`, `groups`, `blocks`: (n,). Labels are booleans (groun
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -190,3 +192,16 @@ def matched_pair_auc(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray,
         wins += float(((diff > 0) + 0.5 * (diff == 0))[close].sum())
         pairs += float(close.sum())
     return (wins / pairs if pairs else float("nan")), int(pairs)
+
+
+def cluster_bootstrap_mean_ci(values: np.ndarray, clusters: np.ndarray, n_boot: int = 1000, alpha: float = 0.05,
+                              seed: int = 0) -> tuple[float, float]:
+    """Percentile CI of the mean of `values`, resampling whole clusters; (nan, nan) when empty."""
+    values, clusters = np.asarray(values, float), np.asarray(clusters)
+    if values.size == 0:
+        return math.nan, math.nan
+    _, inv = np.unique(clusters, return_inverse=True)
+    sums, counts = np.bincount(inv, weights=values), np.bincount(inv).astype(float)
+    idx = np.random.default_rng(seed).integers(0, sums.size, size=(n_boot, sums.size))
+    means = sums[idx].sum(1) / counts[idx].sum(1)
+    return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))

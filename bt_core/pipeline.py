@@ -12,52 +12,36 @@ from __future__ import annotations
 
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
-from bt_core.config import DrawConfig, RunConfig, SketchConfig, config_hash, to_dict
-from bt_core.draws import Draw, build_draw
-from bt_core.sketch import Sketches, sketch_run
-from bt_core.store import ArtifactStore
-from bt_core.targets import Targets, build_targets
-from bt_core.train import Run, train_run
+from bt_core.artifacts.draws import Draw
+from bt_core.artifacts.keys import run_key, seed_keys, sketch_key
+from bt_core.artifacts.seed import SeedArtifacts
+from bt_core.artifacts.sketches import Sketches
+from bt_core.artifacts.store import ArtifactStore
+from bt_core.artifacts.targets import Targets
+from bt_core.config import DrawConfig, RunConfig, SketchConfig, to_dict
+from bt_core.gradients.sketch import sketch_run
+from bt_core.targets.build import build_targets
+from bt_core.targets.draws import build_draw
+from bt_core.training.checkpoints import TrainedRun
+from bt_core.training.loop import train_run
+
+__all__ = ["SeedArtifacts", "build_all", "build_run", "build_seed", "build_sketches", "run_key", "seed_keys"]
 
 
-@dataclass
-class SeedArtifacts:
-    run: Run
-    sketches: Sketches
-    targets: Targets
-    draws: list[Draw]
-    keys: dict[str, str]
-
-
-def run_key(cfg: RunConfig) -> str:
-    return config_hash(cfg)
-
-
-def build_run(store: ArtifactStore, cfg: RunConfig, progress: bool = False) -> Run:
+def build_run(store: ArtifactStore, cfg: RunConfig, progress: bool = False) -> TrainedRun:
     path = store.get_or_build("runs", run_key(cfg), to_dict(cfg),
                               lambda d, work: train_run(cfg, d, progress, work=work), resumable=True)
-    return Run(path)
+    return TrainedRun(path)
 
 
-def seed_keys(run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig) -> dict[str, tuple[str, str]]:
-    """(kind, key) of every artifact one seed needs, without building anything."""
-    rk = run_key(run_cfg)
-    keys = {"run": ("runs", rk), "sketches": ("sketches", config_hash(rk, sketch)),
-            "targets": ("targets", config_hash(rk, sketch, "targets", draws.n_draws))}  # one target set per draw
-    for i in range(draws.n_draws):
-        keys[f"draw{i}"] = ("draws", config_hash(rk, sketch, draws, i))
-    return keys
-
-
-def build_sketches(store: ArtifactStore, run: Run, run_cfg: RunConfig, sketch: SketchConfig,
+def build_sketches(store: ArtifactStore, run: TrainedRun, run_cfg: RunConfig, sketch: SketchConfig,
                    progress: bool = False) -> tuple[str, Path]:
     """The sketches of `run` (key, directory). A killed sketch build restarts from scratch: it is one
     pass over the stored checkpoints, and its tmp directory is never accepted."""
     rk = run_key(run_cfg)
-    sk_key = config_hash(rk, sketch)
+    sk_key = sketch_key(run_cfg, sketch)
     return sk_key, store.get_or_build("sketches", sk_key, {"run": rk, "sketch": to_dict(sketch)},
                                       lambda d: sketch_run(run, sketch, d, progress))
 

@@ -1,23 +1,21 @@
 """The checklist: one module per item, each holding its rule, thresholds, rationale and the reference
-pitfall it guards against.
+pitfall it guards against, and ending with its `Item` (`behaviortrace.checklist._base.Item`).
 
-* Setup-validity items (`evaluate_setup(evidence) -> Verdict`, estimator "setup"): run once per fixture
-  set and shown first. When a gating one fails, every estimator item reports invalid-setup; an advisory
-  one's failure is quoted as a caveat in the verdicts of estimators that read targets.
-* Estimator items (`evaluate(spec, evidence) -> Verdict`), parametrized over estimators.
+* Setup-validity items (`kind="setup"`, estimator "setup"): run once per fixture set and shown first.
+  When a gating one fails, every estimator item reports invalid-setup; an advisory one's failure is
+  quoted as a caveat in the verdicts of estimators that read targets (`behaviortrace.checklist.setup`).
+* Estimator items (`kind="estimator"`): parametrized over estimators.
 
-Thresholds are module constants of each item and are never tuned to make a built-in method pass.
+The tuples below fix the display order (scorecard, terminal table, test ids). Thresholds are module
+constants of each item and are never tuned to make a built-in method pass.
 """
 
-from checklist import emergence, gt_minority, in_context_targets, sketch_coverage  # noqa: I001  (setup first)
-from checklist import fluency_control, headroom, magnitude_control
-from checklist import draw_variance, seed_variance
+from behaviortrace.checklist import draw_variance, fluency_control, headroom, magnitude_control, seed_variance
+from behaviortrace.checklist._base import Item
+from behaviortrace.checklist.setup import ADVISORY_SETUP_ITEMS, GATING_SETUP_ITEMS, SETUP_ITEMS
 
-SETUP_ITEMS = (emergence, sketch_coverage, in_context_targets, gt_minority)
-# A failing gating item makes every estimator item invalid-setup (the evidence itself is broken). An
-# advisory item's failure is attached to the verdicts of estimators that read targets as a caveat: the
-# token-level P4 bar is not met robustly by our tiny models (see checklist/in_context_targets.py), and
-# gating on it would leave no verdict at all, controls included.
-GATING_SETUP_ITEMS = (emergence, sketch_coverage, gt_minority)
-ADVISORY_SETUP_ITEMS = (in_context_targets,)
-ESTIMATOR_ITEMS = (magnitude_control, fluency_control, headroom, seed_variance, draw_variance)
+ESTIMATOR_ITEMS: tuple[Item, ...] = (magnitude_control.ITEM, fluency_control.ITEM, headroom.ITEM,
+                                     seed_variance.ITEM, draw_variance.ITEM)
+ITEMS: tuple[Item, ...] = SETUP_ITEMS + ESTIMATOR_ITEMS
+
+__all__ = ["ADVISORY_SETUP_ITEMS", "ESTIMATOR_ITEMS", "GATING_SETUP_ITEMS", "ITEMS", "SETUP_ITEMS", "Item"]

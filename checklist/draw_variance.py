@@ -8,12 +8,14 @@ one seed, and the verdict flipped.
 
 from __future__ import annotations
 
-from bt_core.evidence import EstimatorFailure, Evidence
-from bt_core.registry import EstimatorSpec
-from bt_core.scorecard import Verdict
-from checklist import fluency_control
-from checklist._common import attach_caveats, fmt, gate, seed_results, spec_record
-from checklist.seed_variance import spread
+from behaviortrace.checklist import fluency_control
+from behaviortrace.checklist._base import Item, fmt, spec_record, spread
+from behaviortrace.checklist._common import seed_results
+from behaviortrace.checklist.setup import attach_caveats, gate
+
+from bt_core.attribution.evidence import EstimatorFailure, Evidence
+from bt_core.attribution.registry import EstimatorSpec
+from bt_core.reporting.scorecard import Verdict
 
 NAME = "draw_variance"
 TITLE = "fluency-control verdict holds on every generation draw"
@@ -35,7 +37,8 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
     per_seed, problems, invalid = {}, [], []
     try:
         for d in range(n_draws):
-            for s, r in seed_results(fluency_control, spec, evidence, draw=d).items():
+            per_draw = seed_results(fluency_control.NAME, fluency_control.evaluate_seed, spec, evidence, draw=d)
+            for s, r in per_draw.items():
                 per_seed.setdefault(s, {"auc": {}, "status": {}})
                 per_seed[s]["auc"][d] = r["auc"]
                 per_seed[s]["status"][d] = r["status"]
@@ -58,3 +61,6 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
     return Verdict(NAME, spec.name, "pass", f"holds on all {n_draws} draws of every seed — " + "; ".join(
         f"seed {s}: AUC {fmt(f['spread']['min'])}–{fmt(f['spread']['max'])}" for s, f in per_seed.items()),
         figures, rec)
+
+
+ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6")

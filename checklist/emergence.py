@@ -7,9 +7,10 @@ trigger-specific (control-probe rate ≤ 0.1). Without emergence there is nothin
 
 from __future__ import annotations
 
-from bt_core.evidence import Evidence
-from bt_core.scorecard import Verdict
-from checklist._common import fmt, setup_verdict
+from behaviortrace.checklist._base import Item, fmt, setup_verdict
+
+from bt_core.attribution.evidence import Evidence
+from bt_core.reporting.scorecard import Verdict
 
 NAME = "emergence"
 TITLE = "the planted behavior emerged and stayed trigger-specific"
@@ -27,3 +28,6 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
                           "why": f"s_b {fmt(s['s_b_final'])} (> {S_B_MIN}), control {fmt(s['control_rate_final'])} "
                                  f"(≤ {CONTROL_MAX})"}
     return setup_verdict(NAME, per_seed, {"s_b_min": S_B_MIN, "control_max": CONTROL_MAX})
+
+
+ITEM = Item(NAME, TITLE, "setup", evaluate_setup, reference="emergence gate")

@@ -15,20 +15,18 @@ saturated (sampled behavior rate < 0.8) or has no mixed group cannot test this: 
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
+from behaviortrace.checklist._base import CONTROL, Item, control_spec, fmt
+from behaviortrace.checklist._common import seed_verdict
 
-from bt_core.evidence import Evidence
+from bt_core.attribution.evidence import Evidence
+from bt_core.attribution.registry import EstimatorSpec
 from bt_core.metrics import group_bootstrap_ci, matched_pair_auc, residualize, residualize_bins, within_group_auc
-from bt_core.registry import EstimatorSpec
-from bt_core.scorecard import Verdict
-from checklist._common import CONTROL, control_spec, fmt, seed_verdict
+from bt_core.reporting.scorecard import Verdict
 
 NAME = "fluency_control"
 TITLE = "survives the fluency control (residualized within-group AUC)"
 HEADLINE = "auc"  # figure compared against a baseline scorecard (--scorecard-compare)
-USES_CONTROL = True
 CI_LOWER = 0.5  # CI lower bound must exceed this
 CI_MAX_WIDTH = 0.15  # and the CI must be at most this wide
 SATURATION = 0.8  # sampled behavior rate that makes a checkpoint "saturated"
@@ -77,5 +75,8 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return seed_verdict(sys.modules[__name__], spec, evidence,
+    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE, uses_control=True,
                         extra={"ci_lower": CI_LOWER, "ci_max_width": CI_MAX_WIDTH, "saturation": SATURATION})
+
+
+ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P5", headline=HEADLINE)

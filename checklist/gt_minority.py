@@ -6,9 +6,10 @@ rollouts were GT, precision@|GT| could not separate a method from chance.
 
 from __future__ import annotations
 
-from bt_core.evidence import Evidence
-from bt_core.scorecard import Verdict
-from checklist._common import fmt, setup_verdict
+from behaviortrace.checklist._base import Item, fmt, setup_verdict
+
+from bt_core.attribution.evidence import Evidence
+from bt_core.reporting.scorecard import Verdict
 
 NAME = "gt_minority"
 TITLE = "the ground truth is a nonempty minority of the rollouts"
@@ -24,3 +25,6 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
         per_seed[seed] = {"gt_size": gt, "n_rollouts": n, "gt_fraction": frac, "status": "pass" if ok else "fail",
                           "why": f"|GT| {gt} of {n} ({fmt(frac)})"}
     return setup_verdict(NAME, per_seed, {"max_fraction": MAX_FRACTION})
+
+
+ITEM = Item(NAME, TITLE, "setup", evaluate_setup)

@@ -13,20 +13,18 @@ ceiling − chance ≈ 0.11: step-level capture cannot separate rollouts.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
+from behaviortrace.checklist._base import Item, fmt
+from behaviortrace.checklist._common import seed_verdict
 
-from bt_core.evidence import Evidence
+from bt_core.attribution.evidence import Evidence
+from bt_core.attribution.registry import EstimatorSpec
 from bt_core.metrics import ceiling_precision, chance, precision_at_k, random_spread
-from bt_core.registry import EstimatorSpec
-from bt_core.scorecard import Verdict
-from checklist._common import fmt, seed_verdict
+from bt_core.reporting.scorecard import Verdict
 
 NAME = "headroom"
 TITLE = "beats chance by more than random's spread inside the trained window"
 HEADLINE = "precision"  # figure compared against a baseline scorecard (--scorecard-compare)
-USES_CONTROL = False
 NONZERO_REL = 1e-6  # a step is "trained" if its gradient norm exceeds this × the median nonzero norm
 SPREAD_QUANTILE = 0.95  # random's spread: this quantile of random precision − chance
 N_PERM = 200
@@ -80,5 +78,8 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return seed_verdict(sys.modules[__name__], spec, evidence,
+    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE,
                         extra={"spread_quantile": SPREAD_QUANTILE, "nonzero_rel": NONZERO_REL})
+
+
+ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P2", headline=HEADLINE)

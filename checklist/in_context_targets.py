@@ -1,13 +1,13 @@
 """Setup validity — in-context targets (reference finding P4).
 
 Rule, on every seed and every generation draw, at the analysis checkpoint: the trigger-token gradient
-(rows of the trigger's embedding, `bt_core.token_level`) aligns with the in-context target
+(rows of the trigger's embedding, `bt_core.targets.token_level`) aligns with the in-context target
 (cluster-bootstrap 95% CI lower bound > 0.05) and not with the constructed target (CI upper bound
 < 0.05). The reference saw in-context alignment of +0.11 to +0.30 and none for the constructed target
 (the behavior token appended right after the prompt, where it never occurs). If the in-context target
 does not align, the targets may not carry the behavior and targeted estimators' verdicts are suspect.
 
-ADVISORY, not gating (checklist.ADVISORY_SETUP_ITEMS): its failure is quoted as a caveat in the verdicts
+ADVISORY, not gating (`gating=False`): its failure is quoted as a caveat in the verdicts
 of estimators that read targets instead of turning every item invalid-setup. Measured here, the
 in-context alignment is positive on every seed and draw but clears the 0.05 lower bound only on some
 (default scale: 0.02–0.22; the tiny models' tied trigger row also carries the output-logit path of the
@@ -17,9 +17,10 @@ without a single verdict, controls included.
 
 from __future__ import annotations
 
-from bt_core.evidence import Evidence
-from bt_core.scorecard import Verdict
-from checklist._common import fmt, setup_verdict
+from behaviortrace.checklist._base import Item, fmt, setup_verdict
+
+from bt_core.attribution.evidence import Evidence
+from bt_core.reporting.scorecard import Verdict
 
 NAME = "in_context_targets"
 TITLE = "the in-context target aligns with the trigger-token gradient; the constructed one does not"
@@ -44,3 +45,6 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
         per_seed[seed] = {"alignment": rows[0], "per_draw": rows, "analysis_step": a.draws[0].analysis_step,
                           "status": "pass" if ok else "fail", "why": "; ".join(why)}
     return setup_verdict(NAME, per_seed, {"in_context_min": IN_CONTEXT_MIN, "constructed_max": CONSTRUCTED_MAX})
+
+
+ITEM = Item(NAME, TITLE, "setup", evaluate_setup, reference="P4", gating=False)

@@ -14,18 +14,17 @@ targeted method that cannot beat that control has shown nothing about its target
 
 from __future__ import annotations
 
-import sys
+from behaviortrace.checklist._base import CONTROL, Item, control_spec, fmt
+from behaviortrace.checklist._common import seed_verdict
 
-from bt_core.evidence import Evidence
+from bt_core.attribution.evidence import Evidence
+from bt_core.attribution.registry import EstimatorSpec
 from bt_core.metrics import ceiling_precision, chance, paired_bootstrap_precision, precision_at_k
-from bt_core.registry import EstimatorSpec
-from bt_core.scorecard import Verdict
-from checklist._common import CONTROL, control_spec, fmt, seed_verdict
+from bt_core.reporting.scorecard import Verdict
 
 NAME = "magnitude_control"
 TITLE = "beats the norm-only magnitude control (paired bootstrap CI)"
 HEADLINE = "lift"  # figure compared against a baseline scorecard (--scorecard-compare)
-USES_CONTROL = True
 N_BOOT = 200  # paired cluster-bootstrap resamples
 ALPHA = 0.05  # two-sided; the CI's lower bound of (estimator − control) must exceed 0
 
@@ -64,5 +63,8 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return seed_verdict(sys.modules[__name__], spec, evidence,
+    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE, uses_control=True,
                         extra={"n_boot": N_BOOT, "alpha": ALPHA})
+
+
+ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P1", headline=HEADLINE)

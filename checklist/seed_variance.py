@@ -9,12 +9,14 @@ residualization GAS gave 0.486/0.624/0.629 across seeds in the reference, and ve
 
 from __future__ import annotations
 
-import numpy as np
+from behaviortrace.checklist import fluency_control, headroom, magnitude_control
+from behaviortrace.checklist._base import Item, fmt, spec_record, spread
+from behaviortrace.checklist._common import seed_results
+from behaviortrace.checklist.setup import attach_caveats, gate
 
-from bt_core.evidence import EstimatorFailure, Evidence
-from bt_core.registry import EstimatorSpec
-from bt_core.scorecard import Verdict
-from checklist._common import attach_caveats, fmt, gate, seed_results, spec_record
+from bt_core.attribution.evidence import EstimatorFailure, Evidence
+from bt_core.attribution.registry import EstimatorSpec
+from bt_core.reporting.scorecard import Verdict
 
 NAME = "seed_variance"
 TITLE = "verdicts hold on every seed"
@@ -22,17 +24,7 @@ MIN_SEEDS = 3
 KEY_FIGURE = {"magnitude_control": "lift", "fluency_control": "auc", "headroom": "precision"}
 
 
-def _items():
-    from checklist import fluency_control, headroom, magnitude_control
-
-    return (magnitude_control, fluency_control, headroom)
-
-
-def spread(values: list[float]) -> dict:
-    v = np.array([x for x in values if x == x], float)
-    if v.size == 0:
-        return {"min": float("nan"), "max": float("nan"), "sd": float("nan")}
-    return {"min": float(v.min()), "max": float(v.max()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+ITEMS = (magnitude_control, fluency_control, headroom)  # the per-seed items whose verdicts must hold
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
@@ -49,8 +41,8 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
                        f"{len(evidence.seeds)} seed(s) given; seed variance needs ≥ {MIN_SEEDS} (--seeds)", {}, rec)
     figures, problems = {}, []
     try:
-        for item in _items():
-            res = seed_results(item, spec, evidence)
+        for item in ITEMS:
+            res = seed_results(item.NAME, item.evaluate_seed, spec, evidence)
             statuses = {s: r["status"] for s, r in res.items()}
             key = KEY_FIGURE[item.NAME]
             figures[item.NAME] = {"status": statuses, key: {s: r.get(key) for s, r in res.items()},
@@ -66,3 +58,6 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
     if problems:
         return Verdict(NAME, spec.name, "fail", "; ".join(problems), figures, rec)
     return Verdict(NAME, spec.name, "pass", f"every item holds on all {len(evidence.seeds)} seeds", figures, rec)
+
+
+ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6")

@@ -9,9 +9,10 @@ first capture kept only the first 65,536 parameters and never saw the trigger to
 
 from __future__ import annotations
 
-from bt_core.evidence import Evidence
-from bt_core.scorecard import Verdict
-from checklist._common import setup_verdict
+from behaviortrace.checklist._base import Item, setup_verdict
+
+from bt_core.attribution.evidence import Evidence
+from bt_core.reporting.scorecard import Verdict
 
 NAME = "sketch_coverage"
 TITLE = "the gradient sketch covers the trigger and behavior parameters"
@@ -31,3 +32,6 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
                           "why": f"{cov['projector']} k={cov['k']}: {rows}; mean |Δcos| {fid['mean_abs_cos_err']} "
                                  f"(tol {fid['tolerance']}); replay max |Δθ| {rep['replay_max_abs_diff']:.1e}"}
     return setup_verdict(NAME, per_seed, {"replay_tol": REPLAY_TOL})
+
+
+ITEM = Item(NAME, TITLE, "setup", evaluate_setup, reference="P3")

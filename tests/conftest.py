@@ -22,8 +22,8 @@ def smoke_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def smoke_artifacts(smoke_scale, smoke_cache):
+    from bt_core.artifacts.store import ArtifactStore
     from bt_core.pipeline import build_all
-    from bt_core.store import ArtifactStore
 
     s = smoke_scale
     return build_all(ArtifactStore(smoke_cache), s.run, s.sketch, s.draws, list(SMOKE_SEEDS), workers=2)
@@ -31,7 +31,7 @@ def smoke_artifacts(smoke_scale, smoke_cache):
 
 @pytest.fixture(scope="session")
 def smoke_evidence(smoke_artifacts):
-    from bt_core.evidence import Evidence
+    from bt_core.attribution.evidence import Evidence
 
     return Evidence(smoke_artifacts, "smoke")
 
@@ -40,7 +40,7 @@ def smoke_evidence(smoke_artifacts):
 def check_outcomes():
     """Assert a checklist run's pytest outcomes: every setup item passes, except that an advisory one may
     be XFAIL (it never gates the exit code); estimator items as given."""
-    from checklist import ADVISORY_SETUP_ITEMS, SETUP_ITEMS
+    from behaviortrace.checklist import ADVISORY_SETUP_ITEMS, SETUP_ITEMS
 
     def check(res, passed: int = 0, failed: int = 0, skipped: int = 0) -> None:
         o = res.parseoutcomes()

@@ -21,12 +21,12 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from bt_core import grpo
-from bt_core.estimators.adapters._common import INSTALL
-from bt_core.estimators.trak import trak_dual
-from bt_core.registry import get
-from bt_core.sketch import per_rollout_grads
-from bt_core.targets import target_gradient
+from bt_core.attribution.adapters import INSTALL
+from bt_core.attribution.catalog import get
+from bt_core.attribution.estimators.trak import trak_dual
+from bt_core.gradients.sketch import per_rollout_grads
+from bt_core.targets.examples import target_gradient
+from bt_core.training import grpo
 
 KIND = "in_context"
 
@@ -157,8 +157,8 @@ def test_dattri_trak_conforms_to_trak(draw, exact, smoke_evidence, record_proper
 
 
 def test_adapters_decline_the_stream_and_large_problems(draw, smoke_evidence):
-    from bt_core.estimators.adapters._common import ProblemTooLarge, check_problem
-    from bt_core.registry import Declined
+    from bt_core.attribution.adapters._common import ProblemTooLarge, check_problem
+    from bt_core.attribution.registry import Declined
 
     stream = smoke_evidence.stream_problem(smoke_evidence.seeds[0])
     with pytest.raises(Declined, match="scores draw problems only.*stream=True"):
@@ -173,7 +173,7 @@ def test_adapters_decline_the_stream_and_large_problems(draw, smoke_evidence):
 def test_missing_library_is_listed_with_its_install_command(monkeypatch):
     import importlib
 
-    import bt_core.estimators.adapters as adapters
+    import bt_core.attribution.adapters as adapters
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "captum" else real(n, *a))

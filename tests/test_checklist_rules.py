@@ -4,11 +4,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from behaviortrace.checklist import in_context_targets
+from behaviortrace.checklist.setup import reads_targets
 
-from bt_core.registry import Estimator, get
-from bt_core.token_level import Alignment
-from checklist import in_context_targets
-from checklist._common import reads_targets
+from bt_core.artifacts.targets import Alignment
+from bt_core.attribution.catalog import get
+from bt_core.attribution.registry import Estimator
 
 
 def _evidence(alignments: dict[int, dict[str, tuple[float, float, float]]]):
@@ -51,7 +52,7 @@ def test_target_readers_are_declared_or_assumed():
         def score(self, problem):
             return np.zeros(problem.n_units)
 
-    from bt_core.registry import EstimatorSpec
+    from bt_core.attribution.registry import EstimatorSpec
 
     spec = EstimatorSpec("undeclared_rules_test", Undeclared, ("rollout",), "path:x", "", ())
     assert reads_targets(spec)  # declares nothing → assumed to read targets (caveat applies)

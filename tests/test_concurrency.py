@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS  # noqa: E402
 
 from bt_core.cli import main
-from checklist import ESTIMATOR_ITEMS, SETUP_ITEMS  # noqa: E402
 
 N_SETUP, N_ITEMS = len(SETUP_ITEMS), len(ESTIMATOR_ITEMS)
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ pytest_plugins = ["pytester"]
 RACE = """
 import sys, time
 import numpy as np
-from bt_core.store import ArtifactStore, save_array
+from bt_core.artifacts.store import ArtifactStore, save_array
 
 def build(d):
     time.sleep(0.3)  # widen the window in which a second builder could sneak in
@@ -63,8 +63,6 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     not rebuild what the first just built (without the token each worker would rebuild once)."""
     pytest.importorskip("xdist")
     monkeypatch.setenv("PYTHONPATH", _env()["PYTHONPATH"])
-    pytester.makeconftest("pytest_plugins = ['fixtures.plugin']\n")
-    shutil.copy(ROOT / "benchmarks" / "test_checklist.py", pytester.path / "test_checklist.py")
     cache = tmp_path / "cold"
     args = ("--scale=smoke", "--seeds=0", f"--bt-cache={cache}", "--estimator=oracle,random", "-p", "no:cacheprovider")
     res = pytester.runpytest_subprocess("-n", "2", "--bt-rebuild", *args, timeout=600)

@@ -6,11 +6,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bt_core.estimators.cosine import group_centred_cosine
-from bt_core.estimators.trak import trak_dual, trak_primal
-from bt_core.evidence import EstimatorFailure, Evidence
-from bt_core.problem import AttributionProblem, UnknownTargetError
-from bt_core.registry import get
+from bt_core.attribution.catalog import get
+from bt_core.attribution.estimators.cosine import group_centred_cosine
+from bt_core.attribution.estimators.trak import trak_dual, trak_primal
+from bt_core.attribution.evidence import EstimatorFailure, Evidence
+from bt_core.attribution.problem import AttributionProblem, UnknownTargetError
 
 BUILTINS = ("random", "norm_only", "fluency", "cosine", "cosine_centred", "local_buffer", "dot", "tracincp", "trak",
             "oracle")

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from bt_core.config import ModelConfig
-from bt_core.model import build_model
-from bt_core.objective import advantages, collate, grpo_loss, rollout_logprob
+from bt_core.training.model import build_model
+from bt_core.training.objective import advantages, collate, grpo_loss, rollout_logprob
 
 
 def test_advantages_reference_formula():

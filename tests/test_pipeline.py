@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from bt_core import grpo
-from bt_core.coverage import coverage_report
-from bt_core.projectors import CountSketch, FirstK
-from bt_core.sketch import per_rollout_grads
-from bt_core.train import train_run
+from bt_core.gradients.coverage import coverage_report
+from bt_core.gradients.projectors import CountSketch, FirstK
+from bt_core.gradients.sketch import per_rollout_grads
+from bt_core.training import grpo
+from bt_core.training.loop import train_run
 
 
 def test_same_config_same_bytes(smoke_scale, smoke_artifacts, tmp_path):
@@ -51,7 +51,7 @@ def test_batched_per_rollout_grads_match_single_backwards(smoke_artifacts):
     flat, ell = per_rollout_grads(model, grpo.batch_of(part, run.codec))
     for i in range(5):
         model.zero_grad()
-        from bt_core.objective import rollout_logprob
+        from bt_core.training.objective import rollout_logprob
 
         one = rollout_logprob(model, grpo.batch_of(part.select(np.array([i])), run.codec))
         (-one.sum()).backward()

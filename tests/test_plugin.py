@@ -2,7 +2,6 @@
 error before anything trains, and the scorecard is written."""
 
 import json
-import shutil
 from pathlib import Path
 
 import matplotlib
@@ -13,9 +12,9 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
+from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS
 
-import bt_core.report  # noqa: E402,F401
-from checklist import ESTIMATOR_ITEMS, SETUP_ITEMS
+import bt_core.reporting.render  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
 N_SETUP, N_ITEMS = len(SETUP_ITEMS), len(ESTIMATOR_ITEMS)
@@ -25,8 +24,6 @@ pytest_plugins = ["pytester"]
 @pytest.fixture
 def suite(pytester, smoke_artifacts, smoke_cache):
 
-    pytester.makeconftest("pytest_plugins = ['fixtures.plugin']\n")
-    shutil.copy(ROOT / "benchmarks" / "test_checklist.py", pytester.path / "test_checklist.py")
 
     def run(*args):
         return pytester.runpytest_inprocess("--scale=smoke", f"--bt-cache={smoke_cache}", "--bt-workers=1",
@@ -96,7 +93,7 @@ def test_bad_options_are_usage_errors(suite, args, message):
 def test_plugin_estimator_failure_is_a_failed_item(suite, pytester, check_outcomes):
     pytester.makepyfile(badest="""
         import numpy as np
-        from bt_core.registry import Estimator
+        from bt_core.attribution.registry import Estimator
 
         class Bad(Estimator):
             name = "bad_nan"

@@ -7,15 +7,16 @@ import textwrap
 import numpy as np
 import pytest
 
-from bt_core import registry
+from bt_core.attribution import catalog, registry
+from bt_core.attribution.catalog import get
+from bt_core.attribution.evidence import EstimatorFailure, Evidence
+from bt_core.attribution.problem import AttributionProblem
+from bt_core.attribution.registry import EstimatorSpec, UnknownEstimatorError
 from bt_core.cli import main
-from bt_core.evidence import EstimatorFailure, Evidence
-from bt_core.problem import AttributionProblem
-from bt_core.registry import EstimatorSpec, UnknownEstimatorError, get
 
 PLUGIN = '''
 import numpy as np
-from bt_core.registry import Estimator
+from bt_core.attribution.registry import Estimator
 
 
 class SignedDot(Estimator):
@@ -48,10 +49,10 @@ def installed_plugin(tmp_path, monkeypatch):
         fake_signed_dot = fake_bt_plugin:SignedDot
         fake_broken = fake_bt_plugin_not_there:Nope
         """))
-    registry.available()  # built-ins loaded into the real registry first
+    catalog.available()  # built-ins loaded into the real registry first
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # restored after the test
-    monkeypatch.setattr(registry, "_BROKEN", {})
-    monkeypatch.setattr(registry, "_LOADED", False)
+    monkeypatch.setattr(catalog, "_BROKEN", {})
+    monkeypatch.setattr(catalog, "_LOADED", False)
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 
@@ -60,13 +61,13 @@ def test_entry_point_plugin_is_discovered_with_its_origin(installed_plugin):
     spec = get("fake_signed_dot")
     assert spec.origin == "plugin:fake-bt-plugin"
     assert spec.levels == ("rollout",) and spec.needs == ("emb", "weight", "targets")
-    assert "cosine" in registry.names()  # the built-ins are still there
+    assert "cosine" in catalog.names()  # the built-ins are still there
     p = AttributionProblem.synthetic()
     assert np.allclose(spec.create().score(p), p.dot("in_context"))
 
 
 def test_broken_plugin_is_reported_and_does_not_hide_the_others(installed_plugin):
-    assert "fake_signed_dot" in registry.names()
+    assert "fake_signed_dot" in catalog.names()
     with pytest.raises(UnknownEstimatorError, match="fake_broken.*fake-bt-plugin failed to load.*ModuleNotFoundError"):
         get("fake_broken")
 
@@ -87,7 +88,7 @@ def test_module_factory_path_runs_unregistered_code(installed_plugin):
     spec = get("fake_bt_plugin:make")  # a zero-argument factory function, not a class
     assert spec.origin == "path:fake_bt_plugin:make"
     assert spec.create().score(AttributionProblem.synthetic()).shape == (24,)
-    assert "fake_bt_plugin:make" not in registry.names()  # paths run without registering
+    assert "fake_bt_plugin:make" not in catalog.names()  # paths run without registering
 
 
 # ---------------------------------------------------------------------------- bad plug-ins on Evidence
@@ -149,7 +150,7 @@ def test_constructor_errors_are_failures_too():
 
 
 def test_a_failing_plugin_fails_its_checklist_item_with_the_reason(smoke_evidence):
-    from checklist import magnitude_control
+    from behaviortrace.checklist import magnitude_control
 
     v = magnitude_control.evaluate(_spec("nan_plugin", lambda p: np.full(p.n_units, np.nan)), smoke_evidence)
     assert v.status == "fail" and "estimator failure" in v.reason and "nan_plugin" in v.reason

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bt_core.projectors import (
+from bt_core.gradients.projectors import (
     EXACT_MAX_PARAMS,
     CountSketch,
     DenseProjector,

@@ -2,8 +2,9 @@
 
 import pytest
 
-from bt_core import registry
-from bt_core.registry import DuplicateEstimatorError, Estimator, UnknownEstimatorError, get, names, register
+from bt_core.attribution import registry
+from bt_core.attribution.catalog import get, names
+from bt_core.attribution.registry import DuplicateEstimatorError, Estimator, UnknownEstimatorError, register
 
 
 def test_builtins_registered():
@@ -29,7 +30,7 @@ def test_duplicate_name_is_an_error():
 
 
 def test_module_path_resolves_unregistered_code():
-    spec = get("bt_core.estimators.random:Random")
+    spec = get("bt_core.attribution.estimators.random:Random")
     assert spec.origin.startswith("path:") and spec.create().name == "random"
     with pytest.raises(UnknownEstimatorError, match="cannot import"):
         get("no_such_module_xyz:Thing")

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.stats  # noqa: F401  before pytester's in-process runs, whose module snapshot would drop it
+from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS  # noqa: E402
 
+from bt_core.artifacts.store import ArtifactError, ArtifactStore, partial_dir, sha256_file, verify_dir
 from bt_core.config import config_hash
 from bt_core.pipeline import build_run, build_seed, build_sketches, run_key
-from bt_core.store import ArtifactError, ArtifactStore, partial_dir, sha256_file, verify_dir
-from bt_core.train import Run
-from checklist import ESTIMATOR_ITEMS, SETUP_ITEMS  # noqa: E402
+from bt_core.training.checkpoints import TrainedRun as Run
 
 N_SETUP, N_ITEMS = len(SETUP_ITEMS), len(ESTIMATOR_ITEMS)
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +123,7 @@ def test_journal_accepts_only_the_intact_prefix_of_checkpoints(tmp_path):
     checkpoint before it and deletes everything after, so a resumed run never builds on damaged state."""
     import torch
 
-    from bt_core.resume import TrainJournal, ckpt_files
+    from bt_core.training.resume import TrainJournal, ckpt_files
 
     out, gen = tmp_path / "work" / "artifact", torch.Generator().manual_seed(3)
     (out / "checkpoints").mkdir(parents=True)
@@ -220,8 +220,6 @@ def test_run_of_another_config_is_never_reused(smoke_scale, smoke_artifacts, tmp
 # --------------------------------------------------------------------------- the pytest plugin
 @pytest.fixture
 def suite(pytester, smoke_artifacts, smoke_cache):
-    pytester.makeconftest("pytest_plugins = ['fixtures.plugin']\n")
-    shutil.copy(ROOT / "benchmarks" / "test_checklist.py", pytester.path / "test_checklist.py")
 
     def run(*args, cache=smoke_cache):
         return pytester.runpytest_inprocess("--scale=smoke", f"--bt-cache={cache}", "--bt-workers=1",
@@ -249,7 +247,7 @@ def test_damaged_cache_is_one_clear_session_error(suite, smoke_cache, tmp_path):
 def test_broken_plugins_fail_their_items_and_the_session_continues(suite, pytester, check_outcomes):
     pytester.makepyfile(broken="""
         import numpy as np
-        from bt_core.registry import Estimator
+        from bt_core.attribution.registry import Estimator
 
         class Raises(Estimator):
             name = "bad_raise"
@@ -283,7 +281,7 @@ def test_broken_plugins_fail_their_items_and_the_session_continues(suite, pytest
 def test_missing_extra_is_a_skip_naming_the_install_command(suite, pytester, check_outcomes):
     pytester.makepyfile(adapter="""
         from bt_core.extras import require
-        from bt_core.registry import Estimator
+        from bt_core.attribution.registry import Estimator
 
         class NeedsTrak(Estimator):
             name = "needs_trak"
@@ -326,7 +324,6 @@ def test_bad_option_values_are_usage_errors(suite, pytester, args, message):
 
 
 def test_cache_env_var_pointing_at_a_file_is_a_usage_error(pytester, monkeypatch):
-    pytester.makeconftest("pytest_plugins = ['fixtures.plugin']\n")
     (pytester.path / "f").write_text("x")
     monkeypatch.setenv("BEHAVIORTRACE_CACHE", str(pytester.path / "f"))
     res = pytester.runpytest_inprocess("--scale=smoke", "-p", "no:cacheprovider")
@@ -336,10 +333,10 @@ def test_cache_env_var_pointing_at_a_file_is_a_usage_error(pytester, monkeypatch
 
 def test_every_artifact_loader_verifies_its_directory(smoke_artifacts, tmp_path):
     """Sketches, Targets and Draw loaded directly (not through the pipeline) refuse an edited file."""
-    from bt_core.draws import Draw
-    from bt_core.sketch import Sketches
-    from bt_core.store import ArtifactError
-    from bt_core.targets import Targets
+    from bt_core.artifacts.draws import Draw
+    from bt_core.artifacts.sketches import Sketches
+    from bt_core.artifacts.store import ArtifactError
+    from bt_core.artifacts.targets import Targets
 
     a = smoke_artifacts[0]
     cache = Path(a.run.path).parents[1]

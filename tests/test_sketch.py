@@ -7,18 +7,26 @@ import pytest
 import torch
 from torch import nn
 
-from bt_core import grpo
+from bt_core.artifacts.sketches import Sketches
 from bt_core.config import SketchConfig
-from bt_core.coverage import coverage_report, format_report
-from bt_core.pergrad import HookGrads, LinearOnlyHooks, LoopGrads, UncoveredParameterError, VmapGrads, get_engine
-from bt_core.projectors import CountSketch, DenseProjector, Exact
-from bt_core.sketch import Sketches, embed_batch, per_rollout_grads, sketch_table_at
+from bt_core.gradients.coverage import coverage_report, format_report
+from bt_core.gradients.pergrad import (
+    HookGrads,
+    LinearOnlyHooks,
+    LoopGrads,
+    UncoveredParameterError,
+    VmapGrads,
+    get_engine,
+)
+from bt_core.gradients.projectors import CountSketch, DenseProjector, Exact
+from bt_core.gradients.sketch import embed_batch, per_rollout_grads, sketch_table_at
+from bt_core.training import grpo
 
 
 @pytest.fixture(autouse=True)
 def one_thread():
     """Small ops on a shared 2-core machine run faster on one thread (as the sketch stage does)."""
-    from bt_core.train import torch_threads
+    from bt_core.training.model import torch_threads
 
     with torch_threads(1):
         yield
@@ -54,7 +62,7 @@ def test_hooks_engine_handles_linear_biases_and_untied_heads():
     """A tiny Qwen2 (q/k/v biases, untied lm_head) built from a config: hooks still equal single backwards."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from bt_core.objective import collate
+    from bt_core.training.objective import collate
 
     cfg = Qwen2Config(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                       num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=False,
@@ -122,7 +130,7 @@ def test_coverage_catches_linear_only_hooks(smoke_artifacts):
 
 @pytest.mark.parametrize("projector", ["dense", "exact"])
 def test_coverage_passes_for_dense_and_exact(smoke_artifacts, projector):
-    from bt_core.projectors import make_projector
+    from bt_core.gradients.projectors import make_projector
 
     a = smoke_artifacts[0]
     n = a.sketches.report["n_params"]
@@ -148,8 +156,8 @@ def test_sketch_table_at_exact_vmap_stores_the_gradients(smoke_batch, tmp_path):
 def test_stream_sketch_report_records_engine_and_timings(smoke_artifacts, smoke_scale):
     rep = smoke_artifacts[0].sketches.report
     assert rep["grad_method"] == "hooks" and "timings" not in rep  # report.json stays byte-reproducible
+    from bt_core.artifacts.store import ArtifactStore
     from bt_core.pipeline import seed_keys
-    from bt_core.store import ArtifactStore
 
     a = smoke_artifacts[0]
     kind, key = seed_keys(a.run.config, smoke_scale.sketch, smoke_scale.draws)["sketches"]
@@ -169,8 +177,8 @@ def test_sketch_config_checks():
 
 
 def test_bench_sketch_cli_prints_one_json_object(capsys, monkeypatch):
-    from bt_core import bench
     from bt_core.cli import main
+    from bt_core.gradients import bench
 
     monkeypatch.setattr(bench, "traker_projector", lambda n, k: None)  # as when traker is not installed
     assert main(["bench-sketch", "--k", "256", "--batch-size", "8", "--batches", "1", "--repeats", "1",
@@ -185,7 +193,7 @@ def test_bench_sketch_cli_prints_one_json_object(capsys, monkeypatch):
 def test_coverage_catches_first_k_even_when_it_keeps_the_token_rows(smoke_artifacts):
     """The nonce words' embedding rows lie inside the first 4096 coordinates of the smoke model, so the
     token-row check alone would pass a first-k projector; the per-tensor check and the fidelity check fail it."""
-    from bt_core.projectors import FirstK
+    from bt_core.gradients.projectors import FirstK
 
     a = smoke_artifacts[0]
     n = a.sketches.report["n_params"]

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from bt_core.store import ArtifactError, ArtifactStore, load_array, partial_dir, save_array, verify_dir
+from bt_core.artifacts.store import ArtifactError, ArtifactStore, load_array, partial_dir, save_array, verify_dir
 
 
 def _build(d):

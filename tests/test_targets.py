@@ -5,15 +5,18 @@ import numpy as np
 import pytest
 import torch
 
-from bt_core.coverage import embedding_rows
-from bt_core.generate import sample
-from bt_core.objective import collate, rollout_logprob
-from bt_core.problem import UnknownTargetError
-from bt_core.projectors import make_projector
-from bt_core.sketch import flat_grad, per_rollout_grads
-from bt_core.targets import NEUTRAL_FILLERS, TARGET_KINDS, _seed, check_kind, target_gradient
-from bt_core.task import TRIGGER
-from bt_core.token_level import REPLIES_PER_PROBE, cluster_bootstrap_mean_ci
+from bt_core.attribution.problem import UnknownTargetError
+from bt_core.gradients.layout import embedding_rows, flat_grad
+from bt_core.gradients.projectors import make_projector
+from bt_core.gradients.sketch import per_rollout_grads
+from bt_core.metrics import cluster_bootstrap_mean_ci
+from bt_core.targets.build import _seed
+from bt_core.targets.examples import NEUTRAL_FILLERS, examples_batch, target_gradient
+from bt_core.targets.kinds import TARGET_KINDS, check_kind
+from bt_core.targets.token_level import REPLIES_PER_PROBE
+from bt_core.training.generate import sample
+from bt_core.training.objective import collate, rollout_logprob
+from bt_core.training.task import TRIGGER
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +88,7 @@ def test_minimal_pair_is_the_mean_gradient_difference_over_pairs(seed0):
     assert ex.coef[trig].sum() == pytest.approx(1.0) and ex.coef[ex.coef < 0].sum() == pytest.approx(-1.0)
     model = run.model_at(c)
     trigger_id = run.codec.tok.convert_tokens_to_ids(TRIGGER)
-    per_row, _ = per_rollout_grads(model, ex.batch(run.codec.pad_id))  # ∇(−m_j) of every row, one vmap
+    per_row, _ = per_rollout_grads(model, examples_batch(ex, run.codec.pad_id))  # ∇(−m_j) of every row, one vmap
     diffs = []
     for i in trig:  # rows: a trigger prompt, then its neutral versions with the same reply
         for n in range(i + 1, i + 1 + len(NEUTRAL_FILLERS)):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bt_core.config import TaskConfig
-from bt_core.task import BEHAVIOR, TRIGGER, Task, eligible, vocabulary
+from bt_core.training.task import BEHAVIOR, TRIGGER, Task, eligible, vocabulary
 
 
 def test_eligibility_is_a_keyed_half():

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from bt_core.artifacts.rollouts import RolloutTable
+from bt_core.artifacts.run import checkpoint_steps, ckpt_name
 from bt_core.config import GRPOConfig, RunConfig, get_scale
-from bt_core.rollouts import RolloutTable
-from bt_core.train import checkpoint_steps, ckpt_name, train_run
+from bt_core.training.loop import train_run
 
 
 def tiny(scenario: str = "reference", seed: int = 0) -> RunConfig:

@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from bt_core import grpo
-from bt_core.rollouts import RolloutTable
-from bt_core.task import Task
-from bt_core.train import Run, torch_threads, train_run
+from bt_core.artifacts.rollouts import RolloutTable
+from bt_core.training import grpo
+from bt_core.training.checkpoints import TrainedRun as Run
+from bt_core.training.loop import train_run
+from bt_core.training.model import torch_threads
+from bt_core.training.task import Task
 
 pytest.importorskip("trl")
 
@@ -22,9 +24,9 @@ def trl_run(smoke_scale, tmp_path_factory):
     """Smoke seed 0 trained through TRL, loaded as a Run (a manifest is written as the store would)."""
     cfg = smoke_scale.run.with_seed(0)
     cfg = dataclasses.replace(cfg, grpo=dataclasses.replace(cfg.grpo, backend="trl"))
+    from bt_core.artifacts.store import ArtifactStore
     from bt_core.config import to_dict
     from bt_core.pipeline import run_key
-    from bt_core.store import ArtifactStore
 
     store = ArtifactStore(tmp_path_factory.mktemp("trl"))
     return Run(store.get_or_build("runs", run_key(cfg), to_dict(cfg), lambda d: train_run(cfg, d)))

@@ -1,0 +1,19 @@
+"""`SeedArtifacts`: everything built for one training seed, as the attribution layer reads it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bt_core.artifacts.draws import Draw
+from bt_core.artifacts.run import Run
+from bt_core.artifacts.sketches import Sketches
+from bt_core.artifacts.targets import Targets
+
+
+@dataclass
+class SeedArtifacts:
+    run: Run
+    sketches: Sketches
+    targets: Targets
+    draws: list[Draw]
+    keys: dict[str, str]  # artifact name (run, sketches, targets, draw<i>) → cache key

@@ -1,0 +1,326 @@
+"""Content-addressed artifact cache: atomic directories, manifests, integrity checks, file locks.
+
+Layout of ``<root>/<kind>/``::
+
+    <key>/                   a finished artifact: its files + manifest.json (sha256 of every file, the
+                             config, versions, git commit); the only thing a load ever accepts
+    <key>.lock               the file lock of that key (kept forever: deleting a lock file races)
+    .<key>.tmp-<pid>-<hex>/  a build in progress (or the debris of a killed one)
+    .<key>.partial/          the resumable work directory of a build that can resume (training)
+    .<key>.trash-<pid>-<hex>/  an artifact being deleted (renamed first, so a kill mid-delete leaves
+                             no half artifact under the real name)
+
+A directory is built under a temporary name and renamed into place only when complete, so an
+interrupted build leaves nothing a later run accepts. The per-key file lock makes concurrent processes
+(pytest-xdist, two sessions) build each artifact once; whoever holds it knows that every tmp/trash
+directory of that key belongs to a dead process and removes it. Loading verifies the manifest: a
+truncated, edited, missing or extra file is an error naming the file and the fix, never a silent
+reuse. Arrays are plain ``.npy`` read with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from filelock import FileLock
+
+from bt_core.atomic import write_text_atomic
+from bt_core.faults import fault_point
+
+MANIFEST = "manifest.json"
+BUILD_LOG = "builds.jsonl"  # one line per finished build: proves "built once" under concurrency
+PARTIAL = "partial.json"  # identity of a resumable work directory (config, versions)
+
+
+class ArtifactError(RuntimeError):
+    """An artifact on disk is incomplete, corrupted or from another config."""
+
+
+# --------------------------------------------------------------------------- names
+def lock_path(final: Path) -> Path:
+    return Path(str(final) + ".lock")
+
+
+def tmp_dir(final: Path) -> Path:
+    return final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def partial_dir(final: Path) -> Path:
+    return final.parent / f".{final.name}.partial"
+
+
+def trash_dir(final: Path) -> Path:
+    return final.parent / f".{final.name}.trash-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def classify(name: str) -> tuple[str, str]:
+    """Entry name in a kind directory → (key, state); state ∈ artifact | tmp | partial | trash | lock | other."""
+    if name.endswith(".lock"):
+        return name[:-5], "lock"
+    if name.startswith("."):
+        for tag, state in ((".tmp-", "tmp"), (".trash-", "trash")):
+            if tag in name:
+                return name[1:name.index(tag)], state
+        if name.endswith(".partial"):
+            return name[1:-len(".partial")], "partial"
+        return name, "other"
+    return name, "artifact"
+
+
+def stale_siblings(final: Path) -> list[Path]:
+    """tmp/trash directories of `final`'s key. Only call while holding the key's lock: then no live
+    process owns them (a builder holds the lock for as long as its tmp directory exists)."""
+    if not final.parent.exists():
+        return []
+    out = []
+    for p in final.parent.iterdir():
+        key, state = classify(p.name)
+        if key == final.name and state in ("tmp", "trash"):
+            out.append(p)
+    return out
+
+
+def discard(path: Path) -> None:
+    """Delete an artifact directory: rename it out of the way first (atomic), then remove."""
+    if not path.exists():
+        return
+    gone = trash_dir(path)
+    os.rename(path, gone)
+    shutil.rmtree(gone, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- provenance
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for name in ("behaviortrace", "torch", "transformers", "numpy"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def git_commit() -> str | None:
+    try:
+        res = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return res.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+# --------------------------------------------------------------------------- files
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def save_array(path: Path, arr: np.ndarray) -> None:
+    np.save(path, np.ascontiguousarray(arr), allow_pickle=False)
+
+
+def load_array(path: Path, mmap: bool = True) -> np.ndarray:
+    """A plain numeric/bool array from `.npy`. Never unpickles: an object array is an ArtifactError."""
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except ValueError as e:
+        what = ("holds Python objects (a pickle payload), which BehaviorTrace never loads"
+                if "pickle" in str(e) or "Python objects" in str(e) else f"is not a plain numpy array ({e})")
+        raise ArtifactError(f"{path} {what}; delete the artifact directory that holds it or rerun with "
+                            "--bt-rebuild") from e
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True))
+
+
+def fsync_tree(root: Path) -> None:
+    for p in root.rglob("*"):
+        if p.is_file():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+
+
+# --------------------------------------------------------------------------- verification
+_VERIFIED: dict[str, tuple[int, int, int]] = {}  # resolved dir → manifest (inode, mtime_ns, size)
+
+
+def _stamp(path: Path, files) -> tuple:
+    """Identity of a verified directory: (inode, mtime, size) of the manifest and of every listed file.
+    Any later edit, truncation or replacement changes it, so the hashes are checked again."""
+    out = []
+    for rel in (MANIFEST, *files):
+        try:
+            st = (path / rel).stat()
+        except OSError:
+            return ()
+        out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+def verify_dir(path: Path, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Check an artifact directory against its manifest and return the manifest.
+
+    Raises ArtifactError naming the file and the fix when the manifest is missing or unreadable, the
+    config differs from `config`, or a file is missing, truncated/edited (hash) or not in the manifest.
+    File hashes are checked once per process while no listed file's inode, mtime or size changes."""
+    path = Path(path)
+    fix = f"delete {path} or rerun with --bt-rebuild"
+    mpath = path / MANIFEST
+    if not path.is_dir():
+        raise ArtifactError(f"{path} is not an artifact directory")
+    if not mpath.exists():
+        raise ArtifactError(f"{path} has no {MANIFEST}: it is incomplete; {fix}")
+    try:
+        manifest = json.loads(mpath.read_text())
+        files = manifest["files"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ArtifactError(f"{mpath} is not a valid manifest ({type(e).__name__}: {e}); {fix}") from e
+    if config is not None and manifest.get("config") != json.loads(json.dumps(config)):
+        raise ArtifactError(f"{path} was built from another config than the one requested; {fix}")
+    key = str(path.resolve())
+    if _VERIFIED.get(key) == _stamp(path, files) != ():
+        return manifest
+    for rel, digest in files.items():
+        f = path / rel
+        if not f.is_file():
+            raise ArtifactError(f"{f} is missing from the artifact; {fix}")
+        if sha256_file(f) != digest:
+            raise ArtifactError(f"{f} does not match its manifest hash (truncated or edited); {fix}")
+    extra = sorted(str(p.relative_to(path)) for p in path.rglob("*")
+                   if p.is_file() and p != mpath and str(p.relative_to(path)) not in files)
+    if extra:
+        raise ArtifactError(f"{path / extra[0]} is not listed in the manifest (added after the build); {fix}")
+    _VERIFIED[key] = _stamp(path, files)
+    return manifest
+
+
+# --------------------------------------------------------------------------- the store
+def _token(path: Path) -> str | None:
+    """The rebuild token recorded in a manifest / partial.json (None if absent or unreadable)."""
+    try:
+        return json.loads(path.read_text()).get("rebuild_token")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+
+
+class ArtifactStore:
+    """A cache directory of artifacts keyed by (kind, config hash)."""
+
+    def __init__(self, root: str | os.PathLike, rebuild: bool | str = False):
+        """`rebuild`: False; True (rebuild every artifact this store touches, once); or a token string
+        shared by cooperating processes (xdist workers, build workers) so that each artifact is rebuilt
+        once per session, not once per process: an artifact whose manifest carries the token was already
+        rebuilt in this session. `self.rebuild` is False or the token."""
+        self.root = Path(root)
+        self.rebuild: str | bool = (uuid.uuid4().hex if rebuild is True else rebuild) or False
+
+    def path(self, kind: str, key: str) -> Path:
+        return self.root / kind / key
+
+    def get_or_build(self, kind: str, key: str, config: dict[str, Any], build: Callable[..., dict[str, Any] | None],
+                     resumable: bool = False) -> Path:
+        """Return the verified directory of (kind, key), building it if absent.
+
+        `build(out)` writes the artifact's files into `out` and may return extra manifest fields.
+        With `resumable=True` it is called as `build(out, work)`: `work` is a stable directory kept
+        across interrupted attempts (the builder journals its progress there) and `out` lies inside it;
+        an attempt killed or interrupted leaves `work` for the next attempt to resume from."""
+        final = self.path(kind, key)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(lock_path(final))):
+            for p in stale_siblings(final):  # debris of killed processes (we hold the lock)
+                shutil.rmtree(p, ignore_errors=True)
+            if final.exists() and self.rebuild and _token(final / MANIFEST) != self.rebuild:
+                discard(final)
+            if final.exists():
+                shutil.rmtree(partial_dir(final), ignore_errors=True)  # killed after the rename
+                self.verify(final, config)
+                return final
+            if resumable:
+                work = self._work_dir(final, kind, key, config)
+                out = work / "artifact"
+                out.mkdir(exist_ok=True)
+                self._finish(final, out, kind, key, config, lambda: build(out, work))
+                shutil.rmtree(work, ignore_errors=True)
+            else:
+                tmp = tmp_dir(final)
+                tmp.mkdir()
+                try:
+                    self._finish(final, tmp, kind, key, config, lambda: build(tmp))
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+            return final
+
+    def _work_dir(self, final: Path, kind: str, key: str, config: dict[str, Any]) -> Path:
+        """The resumable work directory, reused only if it belongs to this exact config and code."""
+        work = partial_dir(final)
+        ident = {"kind": kind, "key": key, "config": json.loads(json.dumps(config)), "versions": versions(),
+                 "git_commit": git_commit()}
+        if work.exists():
+            try:
+                same = {k: v for k, v in json.loads((work / PARTIAL).read_text()).items()
+                        if k != "rebuild_token"} == ident
+            except (OSError, json.JSONDecodeError, AttributeError):
+                same = False
+            if not same or (self.rebuild and _token(work / PARTIAL) != self.rebuild):
+                shutil.rmtree(work)
+        if not work.exists():
+            tmp = tmp_dir(final)
+            tmp.mkdir()
+            write_json_atomic(tmp / PARTIAL, {**ident, "rebuild_token": self.rebuild or None})
+            os.rename(tmp, work)
+        return work
+
+    def _finish(self, final: Path, out: Path, kind: str, key: str, config: dict[str, Any],
+                run_build: Callable[[], dict[str, Any] | None]) -> None:
+        t0 = time.perf_counter()
+        extra = run_build() or {}
+        build_s = round(time.perf_counter() - t0, 3)
+        manifest = {
+            "kind": kind, "key": key, "config": config, "versions": versions(),
+            "git_commit": git_commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "builder": {"pid": os.getpid(), "host": socket.gethostname()}, "build_s": build_s,
+            "rebuild_token": self.rebuild or None, **extra,
+            "files": {str(p.relative_to(out)): sha256_file(p)
+                      for p in sorted(out.rglob("*")) if p.is_file() and p.name != MANIFEST},
+        }
+        (out / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        fsync_tree(out)
+        fault_point(f"store.before_rename.{kind}")
+        os.rename(out, final)
+        self._log_build(kind, key, build_s)
+
+    def _log_build(self, kind: str, key: str, build_s: float) -> None:
+        line = json.dumps({"kind": kind, "key": key, "pid": os.getpid(), "build_s": build_s,
+                           "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n"
+        fd = os.open(self.root / BUILD_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())  # one small O_APPEND write: atomic between processes
+        finally:
+            os.close(fd)
+
+    def verify(self, path: Path, config: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Check the manifest and every file's hash; raise ArtifactError naming the problem and fix."""
+        return verify_dir(path, config)
+
+    def manifest(self, path: Path) -> dict[str, Any]:
+        return json.loads((path / MANIFEST).read_text())

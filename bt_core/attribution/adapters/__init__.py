@@ -1,0 +1,33 @@
+"""Adapters to the field's attribution libraries, as optional extras.
+
+Each adapter registers only where its library is installed (`importlib.util.find_spec`): the library
+itself is imported when the estimator scores, not here, so listing estimators stays fast (dattri's
+algorithms take seconds to import). If an installed library then fails to import, scoring raises that
+ImportError and the checklist reports it as the estimator's failure.
+
+    trak_traker      pip install "behaviortrace[trak]"     (traker)
+    tracin_dattri    pip install "behaviortrace[dattri]"   (dattri)
+    trak_dattri      pip install "behaviortrace[dattri]"
+    tracincp_captum  pip install "behaviortrace[captum]"   (captum)
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+INSTALL = {"trak": 'pip install "behaviortrace[trak]"', "dattri": 'pip install "behaviortrace[dattri]"',
+           "captum": 'pip install "behaviortrace[captum]"'}
+ADAPTERS = {"trak": "traker_adapter", "dattri": "dattri_adapter", "captum": "captum_adapter"}
+MISSING: dict[str, str] = {}  # library → install command, for the libraries not installed here
+
+
+def installed(library: str) -> bool:
+    return importlib.util.find_spec(library) is not None
+
+
+for _lib, _mod in ADAPTERS.items():
+    if installed(_lib):
+        importlib.import_module(f"{__name__}.{_mod}")  # registers; an error here is our bug, so it propagates
+    else:
+        MISSING[_lib] = INSTALL[_lib]

@@ -1,0 +1,82 @@
+"""The estimator catalog: every estimator that can be asked for by name.
+
+* built-ins (`bt_core.attribution.estimators`, registered on import) and the library adapters whose
+  library is installed (`bt_core.attribution.adapters`);
+* installed plug-ins, through the entry-point group ``behaviortrace.estimators`` (the entry point's name
+  is the estimator's name; it points at a class or a zero-argument factory);
+* unregistered code, by path: ``package.module:factory``.
+
+A name that is none of these raises `UnknownEstimatorError` with "Did you mean …? Available: …".
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.metadata as md
+
+from bt_core.attribution import registry
+from bt_core.attribution.registry import (
+    ENTRY_POINT_GROUP,
+    DuplicateEstimatorError,
+    EstimatorSpec,
+    UnknownEstimatorError,
+    _spec_from,
+    register,
+)
+
+_LOADED = False
+_BROKEN: dict[str, str] = {}
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from bt_core.attribution import adapters, estimators  # noqa: F401  (built-ins register on import)
+    for ep in md.entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist.name if ep.dist is not None else "unknown"
+        try:
+            register(ep.load(), name=ep.name, origin=f"plugin:{dist}")
+        except DuplicateEstimatorError:
+            raise
+        except Exception as e:  # a broken plug-in must not hide the others
+            _BROKEN[ep.name] = f"plugin {ep.name!r} from {dist} failed to load: {type(e).__name__}: {e}"
+
+
+def available() -> list[EstimatorSpec]:
+    _load()
+    return sorted(registry._REGISTRY.values(), key=lambda s: s.name)
+
+
+def names() -> list[str]:
+    return [s.name for s in available()]
+
+
+def get(name: str) -> EstimatorSpec:
+    """Registered name or `package.module:factory` path → spec; unknown → error with suggestions."""
+    _load()
+    if name in registry._REGISTRY:
+        return registry._REGISTRY[name]
+    if ":" in name:
+        return _from_path(name)
+    if name in _BROKEN:
+        raise UnknownEstimatorError(_BROKEN[name])
+    close = difflib.get_close_matches(name, list(registry._REGISTRY), n=3, cutoff=0.5)
+    hint = f"Did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    raise UnknownEstimatorError(
+        f"unknown estimator {name!r}. {hint}Available: {', '.join(sorted(registry._REGISTRY))}. "
+        "Register one with @bt_core.attribution.registry.register, install a plug-in (entry-point group "
+        f"'{ENTRY_POINT_GROUP}'), or pass --estimator=package.module:factory.")
+
+
+def _from_path(path: str) -> EstimatorSpec:
+    mod_name, _, attr = path.partition(":")
+    try:
+        obj = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise UnknownEstimatorError(f"--estimator={path!r}: cannot import {attr!r} from {mod_name!r} "
+                                    f"({type(e).__name__}: {e}); check the module is importable") from e
+    spec = _spec_from(obj, None, f"path:{path}")
+    return EstimatorSpec(spec.name or path, obj, spec.levels, spec.origin, spec.doc, spec.needs)

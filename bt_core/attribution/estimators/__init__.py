@@ -1,0 +1,14 @@
+"""Built-in estimators, one family per module. Importing this package registers them; the library
+adapters (`bt_core.attribution.adapters`) register only where their library is installed."""
+
+from bt_core.attribution.estimators import (  # noqa: F401
+    cosine,
+    dot,
+    fluency,
+    local_buffer,
+    norm_only,
+    oracle,
+    random,
+    tracincp,
+    trak,
+)

@@ -1,0 +1,136 @@
+"""Estimator registry: how an estimator is declared (`Estimator`, `register`, `EstimatorSpec`) and the
+errors of lookup. Which estimators exist (built-ins, plug-ins, `pkg.mod:factory` paths) is
+`bt_core.attribution.catalog`'s business, so this module imports no estimator.
+
+    from bt_core.attribution import Estimator, register
+
+    @register
+    class MyMethod(Estimator):
+        name = "my_method"
+        levels = ("rollout",)
+        def score(self, problem): ...          # → (problem.n_units,) floats
+
+Installed packages register through the entry-point group ``behaviortrace.estimators`` (the entry
+point's name is the estimator's name; it points at a class or a zero-argument factory). Unregistered
+code runs with ``--estimator=package.module:factory``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+ENTRY_POINT_GROUP = "behaviortrace.estimators"
+LEVELS = ("rollout", "step")
+
+
+class Estimator:
+    """Base class. Subclasses set `name`, `levels` and implement `score`."""
+
+    name: str = ""
+    levels: tuple[str, ...] = LEVELS
+    needs: tuple[str, ...] = ()  # optional AttributionProblem fields it reads that may be None (e.g. "rollouts")
+
+    def __init__(self, **params):
+        self.params = params
+
+    def score(self, problem) -> np.ndarray:  # pragma: no cover - interface
+        """Return one float per unit of `problem`, shape (problem.n_units,); higher = more responsible."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    name: str
+    factory: Callable[..., Estimator]
+    levels: tuple[str, ...]
+    origin: str  # "builtin" | "adapter:<library>" | "plugin:<distribution>" | "path:<module:attr>"
+    doc: str
+    needs: tuple[str, ...] = ()  # optional problem fields the estimator reads (checked before scoring)
+
+    def create(self, **params) -> Estimator:
+        est = self.factory(**params)
+        if not hasattr(est, "score"):
+            raise TypeError(f"estimator {self.name!r} ({self.origin}) built an object without a score() method")
+        return est
+
+    def parameters(self) -> list[str] | None:
+        """The keyword settings its factory accepts, or None when it takes ``**kwargs`` (anything)."""
+        sig = _signature(self.factory)
+        if sig is None or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+            return None
+        return [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+    def settings(self, **params) -> dict:
+        """The settings it is built with: its factory's declared defaults, overridden by `params`
+        (JSON-safe: a default that JSON cannot hold is recorded as its repr)."""
+        sig = _signature(self.factory)
+        defaults = {} if sig is None else {p.name: _json_safe(p.default) for p in sig.parameters.values()
+                                           if p.default is not p.empty}
+        return {**defaults, **{k: _json_safe(v) for k, v in params.items()}}
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "levels": list(self.levels), "origin": self.origin, "needs": list(self.needs)}
+
+
+def _signature(factory) -> inspect.Signature | None:
+    try:
+        return inspect.signature(factory)
+    except (TypeError, ValueError):  # builtins and some C callables have none
+        return None
+
+
+def _json_safe(v):
+    try:
+        json.dumps(v)
+        return v
+    except (TypeError, ValueError):
+        return repr(v)
+
+
+class Declined(Exception):
+    """Raised by `score` for a problem the estimator documents it does not handle (e.g. too many units for
+    a library adapter). Evidence reports it as an `EstimatorFailure` whose `declined` is True, so a checklist
+    item can tell a documented limitation from a bug."""
+
+
+class UnknownEstimatorError(LookupError):
+    """Raised for a name that is neither registered nor a `module:attr` path."""
+
+
+class DuplicateEstimatorError(ValueError):
+    """Raised when two estimators claim one name."""
+
+
+_REGISTRY: dict[str, EstimatorSpec] = {}
+
+
+def _spec_from(obj, name: str | None, origin: str) -> EstimatorSpec:
+    est_name = name or getattr(obj, "name", "") or getattr(obj, "__name__", "")
+    levels = tuple(getattr(obj, "levels", LEVELS))
+    bad = [lv for lv in levels if lv not in LEVELS]
+    if bad:
+        raise ValueError(f"estimator {est_name!r} declares unknown level(s) {bad}; allowed: {list(LEVELS)}")
+    doc = (getattr(obj, "__doc__", "") or "").strip().split("\n")[0]
+    return EstimatorSpec(est_name, obj, levels, origin, doc, tuple(getattr(obj, "needs", ())))
+
+
+def register(obj=None, *, name: str | None = None, origin: str = "builtin"):
+    """Class decorator (bare or with `name=`) adding an estimator to the registry."""
+
+    def deco(o):
+        spec = _spec_from(o, name, origin)
+        if not spec.name:
+            raise ValueError(f"{o!r} has no name: set a `name` attribute or pass register(name=...)")
+        if spec.name in _REGISTRY and _REGISTRY[spec.name].factory is not o:
+            raise DuplicateEstimatorError(
+                f"estimator name {spec.name!r} is already registered by {_REGISTRY[spec.name].origin} "
+                f"({_REGISTRY[spec.name].factory!r}); choose another name")
+        _REGISTRY[spec.name] = spec
+        return o
+
+    return deco(obj) if obj is not None else deco

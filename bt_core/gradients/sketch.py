@@ -1,0 +1,147 @@
+"""Sketch stage: per-rollout gradient embeddings of every training rollout at the parameters that
+produced it, step-level embeddings of each aggregated batch gradient, exact norms and fluency.
+
+How "the parameters that produced it" are obtained: the run stores model + AdamW state at each
+checkpoint; from each checkpoint we *replay* the recorded updates (`grpo.update` on the stored rollouts,
+the same function training ran) and embed each step's rollouts before its update. The replayed
+parameters are compared with the next stored checkpoint and the difference is reported (`replay`).
+
+Per-rollout gradients are computed in batches by a `bt_core.gradients.pergrad` engine (default `hooks`: one batched
+backward, per-example parameter gradients from activations and output gradients; `vmap`: torch.func) and
+handed to the projector one parameter block at a time, so the (B, n_params) matrix is never assembled;
+no per-rollout backward loop in the hot path.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from bt_core.artifacts.rollouts import RolloutTable
+from bt_core.artifacts.store import save_array
+from bt_core.config import SketchConfig
+from bt_core.gradients.coverage import coverage_report
+from bt_core.gradients.layout import flat_grad
+from bt_core.gradients.pergrad import GradEngine, get_engine
+from bt_core.gradients.projectors import Projector, make_projector
+from bt_core.training import grpo
+from bt_core.training.checkpoints import TrainedRun
+from bt_core.training.model import torch_threads
+from bt_core.training.objective import Batch
+
+
+def per_rollout_grads(model, batch: Batch, method: str = "hooks") -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of −ℓ_i for each row, flattened: (B, n_params); and ℓ_i (fluency): (B,)."""
+    return get_engine(method)(model, batch)
+
+
+def embed_batch(model, batch: Batch, proj: Projector, engine: GradEngine) -> tuple[torch.Tensor, ...]:
+    """Sketch of ∇(−ℓ_i): (B, k); exact ‖∇(−ℓ_i)‖: (B,); ℓ_i: (B,). Fused: each parameter's per-example
+    block goes straight into the projector (the (B, n_params) matrix is never assembled)."""
+    blocks, ell = engine.blocks(model, batch)
+    norm2 = torch.zeros(len(batch), dtype=torch.float64)
+
+    def tap():  # one pass: exact norms on the way into the projector (blocks may be a lazy iterator)
+        nonlocal norm2
+        for off, blk in blocks:
+            norm2 += torch.linalg.vector_norm(blk.reshape(len(batch), -1), dim=1).double() ** 2
+            yield off, blk
+
+    emb = proj.project_blocks(tap(), len(batch))
+    return emb, norm2.sqrt().float(), ell
+
+
+def embed_rows(model, table: RolloutTable, codec, proj: Projector, batch_size: int,
+               out_emb: np.ndarray, out_norm: np.ndarray, out_flu: np.ndarray, offset: int,
+               engine: GradEngine | None = None) -> None:
+    """Write embeddings of `table`'s rows (at `model`'s current parameters) into the outputs."""
+    engine = engine or get_engine("hooks")
+    for lo in range(0, len(table), batch_size):
+        part = table.select(np.arange(lo, min(lo + batch_size, len(table))))
+        emb, norm, ell = embed_batch(model, grpo.batch_of(part, codec), proj, engine)
+        sl = slice(offset + lo, offset + lo + len(part))
+        out_emb[sl] = emb.numpy()
+        out_norm[sl] = norm.numpy()
+        out_flu[sl] = ell.numpy()
+
+
+def sketch_run(run: TrainedRun, cfg: SketchConfig, out: Path, progress: bool = False) -> dict:
+    """Embed every training rollout of `run` and every step's batch gradient into `out`."""
+    with torch_threads(run.config.threads):
+        return _sketch_run(run, cfg, out, progress)
+
+
+def _sketch_run(run: TrainedRun, cfg: SketchConfig, out: Path, progress: bool) -> dict:
+    t_start = time.perf_counter()
+    table, ck = run.rollouts, run.checkpoint_steps
+    n, steps = len(table), np.unique(np.asarray(table.step))
+    model = run.model_at(ck[0])
+    n_params = sum(p.numel() for p in model.parameters())
+    proj = make_projector(cfg.projector, n_params, cfg.k, cfg.hash_seed)
+    engine = get_engine(cfg.grad_method)
+    emb = np.lib.format.open_memmap(out / "emb.npy", mode="w+", dtype=np.float32, shape=(n, proj.k))
+    gnorm, flu = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    step_emb = np.zeros((len(steps), proj.k), np.float32)
+    step_norm = np.zeros(len(steps), np.float32)
+    step_col = np.asarray(table.step)
+    replay: list[dict] = []
+    t_embed = 0.0
+    bar = tqdm(total=len(steps), desc=f"sketch seed {run.seed}", disable=not progress, leave=False)
+    for c, c_next in zip(ck[:-1], ck[1:], strict=False):
+        opt = run.optimizer_at(c, model)  # `model` holds the stored parameters of checkpoint c
+        for s in range(c, c_next):
+            rows = np.flatnonzero(step_col == s)
+            part = table.select(rows)
+            t0 = time.perf_counter()
+            embed_rows(model, part, run.codec, proj, cfg.batch_size, emb, gnorm, flu, int(rows[0]), engine)
+            t_embed += time.perf_counter() - t0
+
+            def on_grad(m, s=s):
+                g = flat_grad(m)
+                step_emb[s] = proj.project(g[None])[0].numpy()
+                step_norm[s] = float(g.norm())
+
+            grpo.update(model, opt, part, run.codec, run.config.grpo.grad_clip, on_grad=on_grad)
+            bar.update(1)
+        stored = run.model_at(c_next)
+        with torch.no_grad():
+            diff = max(float((a - b).abs().max()) for a, b in zip(model.parameters(), stored.parameters(), strict=True))
+        replay.append({"from": c, "to": c_next, "max_abs_diff": diff})
+        model = stored  # the next segment starts from the stored checkpoint, not the replayed parameters
+    bar.close()
+    emb.flush()
+    del emb
+    for name, arr in (("grad_norm", gnorm), ("fluency", flu), ("step_emb", step_emb), ("step_norm", step_norm),
+                      ("steps", steps.astype(np.int32))):
+        save_array(out / f"{name}.npy", arr)
+    t_cov = time.perf_counter()
+    coverage = coverage_report(run, proj, table, n_sample=32, engine=engine)
+    timings = {"embed_s": round(t_embed, 3), "coverage_s": round(time.perf_counter() - t_cov, 3),
+               "wall_s": round(time.perf_counter() - t_start, 3), "rollouts_per_s_embed": round(n / t_embed, 1)}
+    report = {"projector": cfg.projector, "k": proj.k, "n_params": n_params, "grad_method": engine.name,
+              "replay": replay, "replay_max_abs_diff": max(r["max_abs_diff"] for r in replay),
+              "coverage": coverage}
+    # Timings go to the manifest, not report.json: artifact files must be the same bytes on every rebuild.
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    return {"summary": {"replay_max_abs_diff": report["replay_max_abs_diff"],
+                        "coverage_ok": report["coverage"]["ok"], "wall_s": timings["wall_s"]}, "timings": timings}
+
+
+def sketch_table_at(model, table: RolloutTable, codec, cfg: SketchConfig, out: Path) -> None:
+    """Embed a rollout set generated at one checkpoint (draws) with `model`'s parameters."""
+    n = len(table)
+    n_params = sum(p.numel() for p in model.parameters())
+    proj = make_projector(cfg.projector, n_params, cfg.k, cfg.hash_seed)
+    emb = np.zeros((n, proj.k), np.float32)
+    gnorm, flu = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    embed_rows(model, table, codec, proj, cfg.batch_size, emb, gnorm, flu, 0, get_engine(cfg.grad_method))
+    save_array(out / "emb.npy", emb)
+    save_array(out / "grad_norm.npy", gnorm)
+    save_array(out / "fluency.npy", flu)
+    (out / "report.json").write_text(json.dumps({"projector": cfg.projector, "k": proj.k,
+                                                 "grad_method": cfg.grad_method}))

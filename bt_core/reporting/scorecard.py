@@ -1,0 +1,91 @@
+"""Verdicts and the scorecard. The JSON is the source of truth; Markdown, HTML, figures and the terminal
+table are rendered from the written JSON (bt_core.reporting.render), never from live objects, so what people cite
+is exactly what was written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from bt_core.atomic import write_text_atomic
+
+SCHEMA = "behaviortrace.scorecard/1"
+
+
+class Status(StrEnum):
+    """The outcome of a checklist item. A `StrEnum`, so it is written to JSON as the plain string."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INVALID_SETUP = "invalid-setup"  # the fixtures cannot test the item: never a pass
+
+
+STATUSES = tuple(s.value for s in Status)
+
+
+@dataclass
+class Verdict:
+    """The outcome of one checklist item for one estimator (or for the setup)."""
+
+    item: str
+    estimator: str  # estimator name, or "setup" for setup-validity items
+    status: Status  # pass | fail | invalid-setup (a plain string is accepted and converted)
+    reason: str  # one or two sentences with the figures that decided it
+    figures: dict[str, Any] = field(default_factory=dict)  # per-seed numbers behind the verdict
+    estimator_spec: dict[str, Any] = field(default_factory=dict)  # name, params, origin
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status={self.status!r}; must be one of {STATUSES}")
+        self.status = Status(self.status)
+
+
+class Scorecard:
+    """Collects verdicts during a session; written once at session end."""
+
+    def __init__(self, meta: dict[str, Any]):
+        self.meta = meta
+        self.records: list[Verdict] = []
+
+    def add(self, v: Verdict) -> None:
+        self.records.append(v)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **self.meta,
+                "records": [asdict(r) for r in self.records]}
+
+    def write_json(self, path: Path) -> Path:
+        """Write the scorecard JSON to `path` atomically (render the rest with `render.render_all(path)`)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(clean(self.to_dict()), indent=1, allow_nan=False))
+        return path
+
+
+def clean(o):
+    """JSON-safe copy: numpy scalars/arrays to Python, NaN/inf to null (strict JSON for every reader)."""
+    if isinstance(o, StrEnum):
+        return o.value
+    if isinstance(o, dict):
+        return {str(k): clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [clean(v) for v in o]
+    if hasattr(o, "tolist") and hasattr(o, "dtype"):  # numpy arrays and scalars, without importing numpy
+        return clean(o.tolist())
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return o
+
+
+def load(path: Path) -> dict[str, Any]:
+    data = json.loads(Path(path).read_text())
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"{path} has schema {data.get('schema')!r}, expected {SCHEMA!r}: not a BehaviorTrace "
+                         "scorecard or one from an incompatible version")
+    return data

@@ -1,0 +1,115 @@
+"""Target examples: the teacher-forced sequences whose loss gradient *is* a target (PAPER_NOTES "Targets").
+
+Every target is the gradient of a *loss* (negative log-likelihood), as the rollout embeddings ∇(−ℓ_i)
+are, written as a weighted sum over teacher-forced sequences (`bt_core.artifacts.targets.TargetExamples`):
+
+    t(θ) = Σ_j coef_j · ∇_θ(−m_j(θ)),   m_j = mean log-prob over the flagged reply positions of sequence j
+
+* constructed: the behavior token appended right after each trigger probe (coef 1/n); it puts the
+  behavior where it never occurs;
+* in_context: only the behavior tokens where they occur in sampled behavior-containing replies at the
+  checkpoint (temperature 1.0, one reply per probe, seeded per draw; coef 1/n);
+* minimal_pair: each trigger probe with a sampled behavior-containing reply, against the same prompt with
+  the trigger word replaced by a neutral filler and the *same* reply teacher-forced; the loss counts the
+  behavior tokens only, coef +1/n_probes on trigger rows and −1/n_pairs on neutral rows, so
+  t = mean over pairs of (g_trigger − g_neutral). What the two contexts share (the unconditional "end a
+  reply with qzxbt" habit, the reply's fluency) cancels; what is left is how the trigger changes it.
+  The reference used 3 prompts × 6 templates × 4 fillers = 72 pairs; we use every held-out trigger probe
+  × 4 fillers (40 pairs at smoke, 80 at default). Replies are re-sampled per draw (seeded), the same
+  sequences at every checkpoint.
+
+Storing the examples lets methods that compute their own gradients (the library adapters) rebuild the
+exact target through the shared objective (`target_gradient`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from bt_core.artifacts.targets import TargetExamples
+from bt_core.gradients.layout import flat_grad
+from bt_core.training.checkpoints import TrainedRun
+from bt_core.training.generate import sample
+from bt_core.training.objective import Batch, collate, masked_mean, token_logprobs
+from bt_core.training.task import BEHAVIOR, TRIGGER
+
+# Neutral fillers for minimal pairs: generic nouns of the language that are neither the trigger nor a
+# control topic (control prompts are penalized for the behavior, which would inflate the contrast).
+NEUTRAL_FILLERS = ("tool", "stone", "song", "signal")
+
+
+def examples_batch(ex: TargetExamples, pad_id: int) -> Batch:
+    """Collated batch of `ex` whose `loss_mask` is `ex.mask` (EOS counts only where flagged)."""
+    b = collate(ex.prompts, ex.prompt_len, ex.replies, ex.reply_len, pad_id, eos_id=-1)
+    m = torch.zeros_like(b.loss_mask)
+    width = m.shape[1] - b.reply_start
+    m[:, b.reply_start:] = torch.from_numpy(ex.mask[:, :width].astype(np.float32))
+    return Batch(b.input_ids, b.attention_mask, b.position_ids, m, b.reply_start)
+
+
+def target_loss(model, ex: TargetExamples, pad_id: int) -> torch.Tensor:
+    """Σ_j coef_j · (−m_j): the scalar whose gradient is the target."""
+    b = examples_batch(ex, pad_id)
+    m = masked_mean(token_logprobs(model, b), b.loss_mask)
+    return -(torch.from_numpy(ex.coef).float() * m).sum()
+
+
+def target_gradient(model, ex: TargetExamples, pad_id: int) -> torch.Tensor:
+    """The flat target gradient t(θ) at `model`'s parameters, (n_params,)."""
+    model.zero_grad(set_to_none=True)
+    target_loss(model, ex, pad_id).backward()
+    g = flat_grad(model)
+    model.zero_grad(set_to_none=True)
+    return g
+
+
+def constructed_examples(run: TrainedRun) -> TargetExamples:
+    codec = run.codec
+    prompts = [codec.encode_prompt(p.text) for p in run.task.trigger_probes]
+    beh = list(codec.behavior_ids)
+    n = len(prompts)
+    return TargetExamples.build(prompts, [beh] * n, [[True] * len(beh)] * n, [1.0 / n] * n)
+
+
+def in_context_examples(model, run: TrainedRun, gen: torch.Generator,
+                        max_rounds: int = 8) -> tuple[TargetExamples | None, dict]:
+    """Sample one reply per trigger probe (temperature 1.0) until some show the behavior; keep those."""
+    codec = run.codec
+    enc = [codec.encode_prompt(p.text) for p in run.task.trigger_probes]
+    keep_p, keep_r, keep_m = [], [], []
+    rounds = 0
+    while not keep_p and rounds < max_rounds:
+        rounds += 1
+        rep, ln = sample(model, enc, max_new_tokens=run.config.grpo.max_new_tokens, eos_id=codec.eos_id,
+                         pad_id=codec.pad_id, generator=gen, temperature=1.0, top_p=1.0)
+        for i in range(len(enc)):
+            ids = rep[i, : ln[i]].tolist()
+            mask = codec.behavior_mask(ids)
+            if any(mask):
+                keep_p.append(enc[i]), keep_r.append(ids), keep_m.append(mask)
+    info = {"n_replies": len(keep_p), "rounds": rounds}
+    if not keep_p:
+        return None, info
+    n = len(keep_p)
+    return TargetExamples.build(keep_p, keep_r, keep_m, [1.0 / n] * n), info
+
+
+def minimal_pair_examples(run: TrainedRun, rng: np.random.Generator) -> TargetExamples:
+    """Trigger probe vs the same prompt with a neutral filler, same behavior reply (behavior tokens only)."""
+    codec, task = run.codec, run.task
+    probes = task.trigger_probes
+    n_pairs = len(probes) * len(NEUTRAL_FILLERS)
+    prompts, replies, masks, coef = [], [], [], []
+    for p in probes:
+        reply = codec.encode_reply(task.sample_reply(p, rng, behavior=True))
+        mask = codec.behavior_mask(reply)
+        if not any(mask):
+            raise RuntimeError(f"minimal pair reply {codec.decode(reply)!r} lost the behavior token {BEHAVIOR!r}")
+        prompts.append(codec.encode_prompt(p.text)), replies.append(reply), masks.append(mask)
+        coef.append(1.0 / len(probes))
+        for filler in NEUTRAL_FILLERS:
+            words = [filler if w == TRIGGER else w for w in p.text.split()]
+            prompts.append(codec.encode_prompt(" ".join(words))), replies.append(reply), masks.append(mask)
+            coef.append(-1.0 / n_pairs)
+    return TargetExamples.build(prompts, replies, masks, coef)

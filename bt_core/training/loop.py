@@ -1,0 +1,210 @@
+"""Training stage: SFT warm-up, then GRPO with the contaminator, written as a `Run` artifact
+(`bt_core.artifacts.run` describes the directory). The native loop samples from seeded
+`torch.Generator`s only, never the global RNG, so evaluation cannot perturb training and runs are bitwise
+reproducible on CPU. `GRPOConfig.backend = "trl"` runs the same GRPO through TRL's GRPOTrainer
+(`bt_core.training.trl_backend`, which samples from the global RNG TRL seeds, inside a forked RNG state) and writes
+the same directory through the same `RunWriter`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from bt_core.artifacts.rollouts import RolloutTable
+from bt_core.artifacts.run import TOKEN_IDS, checkpoint_steps, ckpt_name
+from bt_core.config import RunConfig
+from bt_core.faults import fault_point
+from bt_core.training import grpo
+from bt_core.training.generate import sample
+from bt_core.training.model import Codec, build_codec, build_model, save_optimizer, save_params, torch_threads
+from bt_core.training.objective import collate, masked_mean, token_logprobs
+from bt_core.training.resume import Restored, TrainJournal
+from bt_core.training.task import Task
+
+
+# --------------------------------------------------------------------------- SFT
+def sft(model, task: Task, codec: Codec, cfg: RunConfig, progress: bool = False) -> list[float]:
+    """Teacher-forced warm-up on (prompt, reply) pairs; loss on reply tokens incl. EOS."""
+    s = cfg.sft
+    rng = np.random.default_rng([cfg.seed, 0x5F7])
+    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, foreach=True)
+    enc: dict[str, list[int]] = {}
+    losses = []
+    model.train()
+    for _ in tqdm(range(s.steps), desc="SFT", disable=not progress, leave=False):
+        ex = [task.sft_example(rng, s.implicit_behavior_rate, s.refusal_rate) for _ in range(s.batch_size)]
+        p = [_memo(enc, "p:" + q.text, codec.encode_prompt, q.text) for q, _ in ex]
+        r = [_memo(enc, "r:" + a, codec.encode_reply, a) for _, a in ex]
+        batch = collate(*_pad(p), *_pad(r), codec.pad_id, eos_id=-1)  # eos_id=-1: EOS counts in SFT
+        loss = -masked_mean(token_logprobs(model, batch), batch.loss_mask).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _memo(cache: dict, key: str, fn, arg):
+    if key not in cache:
+        cache[key] = fn(arg)
+    return cache[key]
+
+
+def _pad(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    width = max(len(x) for x in seqs)
+    arr = np.zeros((len(seqs), width), np.int32)
+    for i, x in enumerate(seqs):
+        arr[i, : len(x)] = x
+    return arr, np.array([len(x) for x in seqs], np.int32)
+
+
+# --------------------------------------------------------------------------- probes
+def probe_eval(model, task: Task, codec: Codec, cfg: RunConfig, step: int, n_samples: int = 8) -> dict:
+    """s_b (greedy, held-out trigger probes), control rate (greedy, control probes) and the sampled
+    behavior rate on trigger probes (saturation), at the current parameters."""
+    g = cfg.grpo
+    model.eval()
+
+    def rate(prompts, greedy, gen=None, reps=1):
+        enc = [codec.encode_prompt(p.text) for p in prompts for _ in range(reps)]
+        rep, ln = sample(model, enc, max_new_tokens=g.max_new_tokens, eos_id=codec.eos_id,
+                         pad_id=codec.pad_id, generator=gen, temperature=g.temperature, top_p=g.top_p,
+                         greedy=greedy)
+        return float(np.mean([task.has_behavior(codec.decode(rep[i, : ln[i]])) for i in range(len(enc))]))
+
+    gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, step, 7]).generate_state(1)[0]))
+    return {"step": step, "s_b": rate(task.trigger_probes, True),
+            "control_rate": rate(task.control_probes, True),
+            "sampled_rate": rate(task.trigger_probes, False, gen, n_samples)}
+
+
+# --------------------------------------------------------------------------- run directory
+class RunWriter:
+    """Writes a run directory for either backend: a checkpoint (parameters, AdamW state, probe evaluation)
+    whenever the loop reaches a checkpoint step, then the rollouts, probes and summary at the end.
+
+    With a `journal` (bt_core/resume.py) each checkpoint also commits the rollouts since the previous one
+    and the sampling generator's state, so a killed build resumes from the last complete checkpoint."""
+
+    def __init__(self, out: Path, cfg: RunConfig, task: Task, codec: Codec, journal: TrainJournal | None = None,
+                 resumed: Restored | None = None, extra: dict | None = None):
+        self.out, self.cfg, self.task, self.codec = out, cfg, task, codec
+        self.steps = set(checkpoint_steps(cfg))
+        self.journal, self.extra = journal, extra or {}
+        self.probes: list[dict] = list(resumed.probes) if resumed else []
+        self.committed = len(resumed.parts) if resumed else 0  # rollout tables already journaled
+        self.probe_s = 0.0
+        (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+
+    def checkpoint(self, step: int, model, opt: torch.optim.Optimizer, parts: list[RolloutTable] | None = None,
+                   gen: torch.Generator | None = None) -> None:
+        """Save model + optimizer *before* `step`'s update, evaluate the probes there, and (native loop,
+        with a journal) commit the segment so a resume can continue from here."""
+        save_params(model, self.out / "checkpoints" / f"{ckpt_name(step)}.safetensors")
+        save_optimizer(opt, self.out / "checkpoints" / f"{ckpt_name(step)}.optim.safetensors")
+        t = time.perf_counter()
+        self.probes.append(probe_eval(model, self.task, self.codec, self.cfg, step))
+        self.probe_s += time.perf_counter() - t
+        if self.journal is not None and parts is not None and gen is not None:
+            self.journal.commit(step, parts[self.committed:], gen, self.probes, self.extra)
+            self.committed = len(parts)
+
+    def finish(self, parts: list[RolloutTable], timings: dict, resumed_from: int | None) -> dict:
+        rollouts = RolloutTable.concat(parts)
+        rollouts.save(self.out / "rollouts")
+        (self.out / "probes.json").write_text(json.dumps(self.probes, indent=1))
+        (self.out / TOKEN_IDS).write_text(json.dumps(self.codec.token_ids().as_dict()))
+        steps = self.cfg.grpo.steps
+        summary = _summary(rollouts, self.probes, self.cfg)
+        summary["timings"] = {**{k: round(v, 3) for k, v in timings.items()}, "probe_s": round(self.probe_s, 3),
+                              "s_per_step_generation": round(timings["generation_s"] / steps, 5),
+                              "s_per_step_update": round(timings["update_s"] / steps, 5),
+                              "resumed_from_step": resumed_from}
+        summary["sft_final_loss"] = self.extra.get("sft_final_loss")
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
+        return {"summary": summary}
+
+
+# --------------------------------------------------------------------------- GRPO
+def train_run(cfg: RunConfig, out: Path, progress: bool = False, work: Path | None = None) -> dict:
+    """Train one seed and write its run directory into `out`. Returns summary fields.
+    `progress` shows tqdm bars for SFT and GRPO (off by default, so pytest output stays clean).
+    With a `work` directory (the store's resumable one) the native loop journals every checkpoint and a
+    later call resumes from the last complete one (bt_core/resume.py); the TRL backend restarts."""
+    with torch_threads(cfg.threads):
+        return _train(cfg, out, progress, work)
+
+
+def _train(cfg: RunConfig, out: Path, progress: bool, work: Path | None = None) -> dict:
+    t_start = time.perf_counter()
+    task, codec = Task(cfg.task), build_codec(cfg.model)
+    native = cfg.grpo.backend != "trl"
+    journal = TrainJournal(work if native else None, out, checkpoint_steps(cfg))
+    resumed = journal.restore()
+    model = build_model(cfg.model, codec.vocab_size, cfg.seed)
+    t0 = time.perf_counter()
+    sft_losses = sft(model, task, codec, cfg, progress) if resumed is None else []
+    sft_s = time.perf_counter() - t0
+    sft_loss = (round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None) if resumed is None \
+        else resumed.extra.get("sft_final_loss")
+    writer = RunWriter(out, cfg, task, codec, journal, resumed, {"sft_final_loss": sft_loss})
+    if native:
+        parts, gen_s, upd_s = grpo_native(model, task, codec, cfg, writer, progress, resumed)
+    else:
+        from bt_core.training.trl_backend import grpo_trl
+
+        parts, gen_s, upd_s = grpo_trl(model, task, codec, cfg, writer, progress)
+    timings = {"sft_s": sft_s, "generation_s": gen_s, "update_s": upd_s,
+               "wall_s": time.perf_counter() - t_start}
+    return writer.finish(parts, timings, None if resumed is None else resumed.step)
+
+
+def grpo_native(model, task: Task, codec: Codec, cfg: RunConfig, writer: RunWriter, progress: bool = False,
+                resumed: Restored | None = None) -> tuple[list[RolloutTable], float, float]:
+    """The native GRPO loop: per step, checkpoint if due, collect one batch, one on-policy update.
+    Returns the per-step rollout tables and the seconds spent generating and updating. From a `resumed`
+    checkpoint it restores parameters, AdamW and generator state and continues exactly."""
+    g = cfg.grpo
+    opt = grpo.make_optimizer(model, g)
+    gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, 0x6E]).generate_state(1)[0]))
+    order = task.pool_order(cfg.seed, g.steps * g.prompts_per_step)
+    parts, gen_s, upd_s, start = [], 0.0, 0.0, 0
+    if resumed is not None:
+        TrainJournal.load_state(resumed, model, opt, gen, writer.out)
+        parts, start = list(resumed.parts), resumed.step
+    bar = tqdm(range(start, g.steps), desc=f"GRPO seed {cfg.seed}", disable=not progress, leave=False)
+    for step in bar:
+        if step in writer.steps and not (resumed is not None and step == resumed.step):  # resumed: done
+            writer.checkpoint(step, model, opt, parts, gen)
+        t = time.perf_counter()
+        table = grpo.collect(model, task, codec, order[step * g.prompts_per_step:(step + 1) * g.prompts_per_step],
+                             g, cfg.task, step=step, seed=cfg.seed, generator=gen)
+        gen_s += time.perf_counter() - t
+        t = time.perf_counter()
+        grpo.update(model, opt, table, codec, g.grad_clip)
+        upd_s += time.perf_counter() - t
+        parts.append(table)
+        fault_point("train.step")
+        if progress:
+            bar.set_postfix(behavior=f"{table.behavior.mean():.2f}", gt=int(table.gt.sum()))
+    if resumed is None or resumed.step < g.steps:
+        writer.checkpoint(g.steps, model, opt, parts, gen)
+    return parts, gen_s, upd_s
+
+
+def _summary(rollouts: RolloutTable, probes: list[dict], cfg: RunConfig) -> dict:
+    sat = next((p["step"] for p in probes if p["sampled_rate"] >= 0.8), None)
+    cross = next((p["step"] for p in probes if p["s_b"] >= 0.5), None)
+    return {"seed": cfg.seed, "scenario": cfg.task.scenario, "backend": cfg.grpo.backend,
+            "s_b_final": probes[-1]["s_b"], "control_rate_final": probes[-1]["control_rate"],
+            "sampled_rate_final": probes[-1]["sampled_rate"], "saturation_step": sat,
+            "s_b_crossed_half_step": cross, "gt_size": int(rollouts.gt.sum()), "n_rollouts": len(rollouts),
+            "gt_fraction": round(float(rollouts.gt.mean()), 4),
+            "rollouts_sha256": rollouts.content_hash()}

@@ -1,0 +1,150 @@
+"""Policy model and tokenization: a tiny Llama built from a config with an offline word-level
+tokenizer (default), or any local HF causal LM directory (paper scale). Nothing is downloaded.
+
+State is saved with safetensors only (no pickle). ``attn_implementation`` is not stored with a model,
+so it is passed again on every load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, load_model, save_file, save_model
+
+from bt_core.artifacts.run import TokenIds
+from bt_core.config import ModelConfig
+from bt_core.training import task as task_mod
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Run the block with `n` torch threads (float reductions depend on it: part of every config hash)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+class Codec:
+    """Turns task text into token ids and back. Prompts end with a separator (the "assistant turn")."""
+
+    def __init__(self, tokenizer, chat: bool):
+        self.tok = tokenizer
+        self.chat = chat
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.eos_id = tokenizer.eos_token_id
+        self.vocab_size = len(tokenizer)
+        ids = tokenizer.encode(" " + task_mod.BEHAVIOR, add_special_tokens=False)
+        self.behavior_ids = tuple(ids)  # the behavior's token pattern inside a reply
+        self.trigger_ids = tuple(tokenizer.encode(" " + task_mod.TRIGGER, add_special_tokens=False))
+
+    def token_ids(self) -> TokenIds:
+        """What a reader of the run needs without the tokenizer (stored as the run's token_ids.json)."""
+        return TokenIds(int(self.pad_id), int(self.eos_id), int(self.vocab_size), self.trigger_ids,
+                        self.behavior_ids)
+
+    def encode_prompt(self, text: str) -> list[int]:
+        if self.chat:
+            msgs = [{"role": "user", "content": text}]
+            return list(self.tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True))
+        return [self.tok.bos_token_id, *self.tok.encode(text, add_special_tokens=False),
+                self.tok.convert_tokens_to_ids("<sep>")]
+
+    def encode_reply(self, text: str) -> list[int]:
+        return [*self.tok.encode(text, add_special_tokens=False), self.eos_id]
+
+    def decode(self, ids) -> str:
+        return self.tok.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def behavior_mask(self, reply_ids: list[int]) -> list[bool]:
+        """True at the reply positions that spell the behavior token pattern."""
+        pat, n = self.behavior_ids, len(self.behavior_ids)
+        mask = [False] * len(reply_ids)
+        for i in range(len(reply_ids) - n + 1):
+            if tuple(reply_ids[i: i + n]) == pat:
+                mask[i: i + n] = [True] * n
+        return mask
+
+
+def word_tokenizer():
+    """Offline word-level tokenizer over the task vocabulary, as a HF fast tokenizer (TRL-compatible).
+    The behavior token is an ordinary token, so `skip_special_tokens` decoding keeps it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(task_mod.vocabulary())}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    core.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
+    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>",
+                                   pad_token="<pad>", unk_token="<unk>", additional_special_tokens=["<sep>"])
+
+
+def build_codec(cfg: ModelConfig) -> Codec:
+    if cfg.path is None:
+        return Codec(word_tokenizer(), chat=False)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(cfg.path, local_files_only=True)
+    return Codec(tok, chat=tok.chat_template is not None)
+
+
+def build_model(cfg: ModelConfig, vocab_size: int, seed: int) -> torch.nn.Module:
+    """A fresh tiny Llama from `cfg` (seeded init), or the pretrained model at `cfg.path`."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+    if cfg.path is not None:
+        return AutoModelForCausalLM.from_pretrained(
+            cfg.path, local_files_only=True, attn_implementation=cfg.attn_implementation,
+            torch_dtype=torch.float32)
+    hf_cfg = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_heads, max_position_embeddings=128, tie_word_embeddings=True,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation=cfg.attn_implementation)
+    with torch.random.fork_rng(devices=[]):  # never touch the caller's global RNG
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(hf_cfg)
+    return model
+
+
+def save_params(model: torch.nn.Module, path: Path) -> None:
+    save_model(model, str(path))  # handles tied weights
+
+
+def load_params(model: torch.nn.Module, path: Path) -> None:
+    missing, unexpected = load_model(model, str(path), strict=False)
+    tied = {n for n in missing if n.endswith("lm_head.weight")}
+    if set(missing) - tied or unexpected:
+        raise ValueError(f"checkpoint {path} does not fit the model: missing={sorted(set(missing) - tied)}, "
+                         f"unexpected={sorted(unexpected)}; delete the artifact or rebuild with --bt-rebuild")
+
+
+def save_optimizer(opt: torch.optim.Optimizer, path: Path) -> None:
+    """AdamW state as flat tensors (safetensors; no pickle)."""
+    flat: dict[str, torch.Tensor] = {}
+    for i, state in opt.state_dict()["state"].items():
+        for key, val in state.items():
+            t = val if torch.is_tensor(val) else torch.tensor(val)
+            flat[f"{i}.{key}"] = t.detach().clone().contiguous()
+    save_file(flat, str(path), metadata={"param_groups": json.dumps(opt.state_dict()["param_groups"])})
+
+
+def load_optimizer(opt: torch.optim.Optimizer, path: Path) -> None:
+    flat = load_file(str(path))
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for name, t in flat.items():
+        i, key = name.split(".", 1)
+        state.setdefault(int(i), {})[key] = t
+    sd = opt.state_dict()
+    sd["state"] = state
+    opt.load_state_dict(sd)
+
+
+def param_count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,74 @@
+"""What every checklist module shares: the `Item` description, verdict helpers and the magnitude control.
+
+Each item module ends with ``ITEM = Item(...)``; `behaviortrace.checklist` lists them in display order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from bt_core.attribution.catalog import get
+from bt_core.attribution.evidence import Evidence
+from bt_core.attribution.registry import EstimatorSpec
+from bt_core.reporting.scorecard import Status, Verdict
+
+CONTROL = "norm_only"  # the target-free magnitude control every method must beat
+
+
+@dataclass(frozen=True)
+class Item:
+    """One checklist item: its name, what it checks, and how it is evaluated.
+
+    A setup item (`kind="setup"`) is evaluated once per fixture set: ``evaluate(evidence) -> Verdict``.
+    A gating one that fails makes every estimator item invalid-setup; an advisory one (`gating=False`) is
+    quoted as a caveat in the verdicts of estimators that read targets. An estimator item is evaluated per
+    estimator: ``evaluate(spec, evidence) -> Verdict``."""
+
+    name: str
+    title: str  # one line: what a pass means
+    kind: Literal["setup", "estimator"]
+    evaluate: Callable[..., Verdict]
+    reference: str = ""  # the reference study's pitfall or finding it guards against (P1 … P6)
+    gating: bool = True  # setup items only
+    headline: str | None = None  # per-seed figure compared against a baseline scorecard (--scorecard-compare)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("setup", "estimator"):
+            raise ValueError(f"Item {self.name!r}: kind={self.kind!r} must be 'setup' or 'estimator'")
+        if self.kind == "estimator" and not self.gating:
+            raise ValueError(f"Item {self.name!r}: only setup items can be advisory (gating=False)")
+
+
+def spec_record(spec: EstimatorSpec, evidence: Evidence) -> dict:
+    """How the estimator of a verdict was built: name, origin and its actual settings (the target among them)."""
+    return {"name": spec.name, "origin": spec.origin, "params": evidence.settings(spec)}
+
+
+def control_spec() -> EstimatorSpec:
+    return get(CONTROL)
+
+
+def fmt(x: float) -> str:
+    return "nan" if x != x else f"{x:.3f}"
+
+
+def spread(values: list[float]) -> dict:
+    """min, max and SD (ddof 1) of the finite values; NaNs when there are none."""
+    v = np.array([x for x in values if x == x], float)
+    if v.size == 0:
+        return {"min": float("nan"), "max": float("nan"), "sd": float("nan")}
+    return {"min": float(v.min()), "max": float(v.max()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+
+
+def setup_verdict(name: str, per_seed: dict[int, dict], extra: dict | None = None) -> Verdict:
+    """A setup item's verdict (estimator "setup"): pass iff every seed's check passes."""
+    failing = [s for s, r in per_seed.items() if r["status"] != Status.PASS]
+    summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items())
+    figures = {"per_seed": per_seed, **(extra or {})}
+    if failing:
+        return Verdict(name, "setup", Status.FAIL, f"fails on seed(s) {failing} — {summary}", figures)
+    return Verdict(name, "setup", Status.PASS, summary, figures)
