@@ -1,5 +1,7 @@
 """The `behaviortrace` command line.
 
+    behaviortrace check [--estimator=NAME|module:Class] [--scale smoke|default] [any pytest/suite option]
+                                                         run the installed checklist suite (pytest's exit code)
     behaviortrace estimators [--json]                    list registered estimators
     behaviortrace train --scale default --seed 3 --out DIR   train one planted-behavior run
         [--scenario reference|task_reward|no_std_norm] [--backend native|trl]
@@ -46,7 +48,7 @@ def _cmd_train(args) -> int:
     cfg = dataclasses.replace(scale.run, seed=args.seed,
                               task=dataclasses.replace(scale.run.task, scenario=args.scenario),
                               grpo=dataclasses.replace(scale.run.grpo, backend=args.backend))
-    from bt_core.pipeline import run_key
+    from bt_core.artifacts.keys import run_key
     from bt_core.training.loop import train_run
 
     # Build through the store's atomic machinery in a private root, then move the finished run to --out.
@@ -124,11 +126,59 @@ def _add_bench_sketch(sub) -> None:
     b.set_defaults(fn=_cmd_bench_sketch)
 
 
+CHECK_USAGE = """usage: behaviortrace check [--estimator=NAME|module:factory] [--scale smoke|default] [options]
+
+Runs the installed BehaviorTrace checklist suite through pytest, from any directory, and exits with
+pytest's code: 0 every item passed, 1 an item failed, 4 a usage error (a bad option value).
+Every pytest option works (-x, -k, -n 2, --junitxml=…), and every suite option: see the
+"BehaviorTrace checklist suite" group of `behaviortrace check --help-pytest`. A module:factory path is
+imported from the current directory. Examples:
+
+    behaviortrace check --estimator=my_method:MyMethod --scale smoke
+    behaviortrace check --estimator=cosine --estimator-param cosine.target=constructed --junitxml=junit.xml
+"""
+
+
+def suite_module() -> Path:
+    """The installed suite's test module (`behaviortrace.benchmarks`; a checkout's benchmarks/ when editable)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("behaviortrace.benchmarks")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("error: the checklist suite (behaviortrace.benchmarks) is not installed; "
+                         "reinstall behaviortrace (pip install behaviortrace)")
+    return Path(next(iter(spec.submodule_search_locations))) / "test_checklist.py"
+
+
+def check(argv: list[str]) -> int:
+    """`behaviortrace check ARGS`: pytest on the installed suite with ARGS; returns pytest's exit code."""
+    if argv[:1] in (["-h"], ["--help"]):
+        print(CHECK_USAGE)
+        return 0
+    argv = ["--help" if a == "--help-pytest" else a for a in argv]
+    import pytest
+
+    module = suite_module()
+    # rootdir = the suite's package directory: test ids read "benchmarks/test_checklist.py::…" (JUnit XML
+    # included) wherever the command runs. pytest's cache would then be written inside the installed package,
+    # so the cache plugin is off unless asked for. importlib import mode: the module is imported by path and
+    # nothing of site-packages is put on sys.path.
+    rootdir = [] if any(a.startswith("--rootdir") for a in argv) else [f"--rootdir={module.parent.parent}"]
+    cache = [] if any("cacheprovider" in a for a in argv) else ["-p", "no:cacheprovider"]
+    return int(pytest.main([str(module), "--import-mode=importlib", *rootdir, *cache, *argv]))
+
+
 def main(argv: list[str] | None = None) -> int:
     from bt_core.config import BACKENDS, SCENARIOS
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["check"]:  # everything after `check` belongs to pytest and the suite
+        return check(argv[1:])
+
     p = argparse.ArgumentParser(prog="behaviortrace", description="Training-data attribution test bench for online RL")
     sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("check", help="run the installed checklist suite on an estimator (pytest options pass through; "
+                                 "`behaviortrace check -h`)", add_help=False)
     e = sub.add_parser("estimators", help="list registered estimators")
     e.add_argument("--json", action="store_true", help="print a JSON list of {name, levels, origin}")
     e.set_defaults(fn=_cmd_estimators)

@@ -7,11 +7,10 @@
             trak = require("trak", extra="trak")      # import inside the method, never at module top
             ...
 
-Inside a running pytest test (``PYTEST_CURRENT_TEST`` is set) a missing extra *skips* the test with
-the install command as the reason, so `pytest benchmarks --estimator=trak` without the extra reports
-skips, not failures or a crash. Everywhere else it raises `MissingExtra` (an ImportError) with the
-same message. `Skipped` derives from BaseException, so the `except Exception` that turns a plug-in's
-bug into a failed item (bt_core/evidence.py) lets the skip through.
+A missing extra raises `MissingExtra` (an ImportError) whose message names the pip command. Library code
+never decides what a test does with it: the checklist suite (`behaviortrace.benchmarks`) reports an item
+whose estimator lacks its extra as *skipped* with that command, and the project's own tests skip with
+`pytest.importorskip`.
 
 Adapters must call `require` lazily (in `__init__` or `score`), not at import, so that listing the
 registered estimators works without any extra installed.
@@ -20,7 +19,6 @@ registered estimators works without any extra installed.
 from __future__ import annotations
 
 import importlib
-import os
 from types import ModuleType
 
 DIST = "behaviortrace"
@@ -35,15 +33,11 @@ def install_command(extra: str) -> str:
 
 
 def require(module: str, extra: str, purpose: str | None = None) -> ModuleType:
-    """Import `module` (e.g. "trak") or skip/raise naming `pip install "behaviortrace[<extra>]"`."""
+    """Import `module` (e.g. "trak") or raise `MissingExtra` naming `pip install "behaviortrace[<extra>]"`."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
         who = purpose or "this feature"
         msg = (f"{who} needs the optional package {module!r} ({type(e).__name__}: {e}); install it with: "
                f"{install_command(extra)}")
-        if os.environ.get("PYTEST_CURRENT_TEST"):
-            import pytest
-
-            raise pytest.skip.Exception(msg, allow_module_level=True) from e
         raise MissingExtra(msg, name=module) from e

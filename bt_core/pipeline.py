@@ -10,9 +10,13 @@ upstream rebuilds everything downstream and nothing from another config is ever 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
+
+from tqdm.auto import tqdm
 
 from bt_core.artifacts.draws import Draw
 from bt_core.artifacts.keys import run_key, seed_keys, sketch_key
@@ -46,45 +50,73 @@ def build_sketches(store: ArtifactStore, run: TrainedRun, run_cfg: RunConfig, sk
                                       lambda d: sketch_run(run, sketch, d, progress))
 
 
+STAGES = ("run", "sketches", "targets", "draws")  # what build_seed reports, in order
+
+
 def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
-               progress: bool = False) -> SeedArtifacts:
+               progress: bool = False, report: Callable[[str], None] | None = None) -> SeedArtifacts:
+    """Every artifact of one seed, built or loaded; `report(stage)` is called as each of `STAGES` is ready."""
+    done = report or (lambda stage: None)
     run = build_run(store, run_cfg, progress)
+    done("run")
     keys = seed_keys(run_cfg, sketch, draws)
     rk, sk = keys["run"][1], to_dict(sketch)
     _, sk_path = build_sketches(store, run, run_cfg, sketch, progress)
+    done("sketches")
     tg_path = store.get_or_build(*keys["targets"], {"run": rk, "sketch": sk, "n_draws": draws.n_draws},
                                  lambda d: build_targets(run, sketch, d, n_draws=draws.n_draws))
+    done("targets")
     draw_objs = []
     for i in range(draws.n_draws):
         dp = store.get_or_build(*keys[f"draw{i}"], {"run": rk, "sketch": sk, "draws": to_dict(draws), "draw": i},
                                 lambda d, i=i: build_draw(run, draws, sketch, i, d))
         draw_objs.append(Draw(dp))
+    done("draws")
     return SeedArtifacts(run, Sketches.load(sk_path), Targets(tg_path), draw_objs,
                          {name: key for name, (_, key) in keys.items()})
 
 
-def _build_paths(root: str, rebuild: bool | str, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig) -> None:
-    """Worker entry point: build one seed's artifacts (results are read back from the cache)."""
-    build_seed(ArtifactStore(root, rebuild=rebuild), run_cfg, sketch, draws)
+def _build_paths(root: str, rebuild: bool | str, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
+                 queue=None) -> None:
+    """Worker entry point: build one seed's artifacts (results are read back from the cache); each finished
+    stage is put on `queue` as (seed, stage) for the parent's progress bar."""
+    report = None if queue is None else (lambda stage: queue.put((run_cfg.seed, stage)))
+    build_seed(ArtifactStore(root, rebuild=rebuild), run_cfg, sketch, draws, report=report)
 
 
 def build_all(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
               seeds: list[int], workers: int = 1, progress: bool = False) -> dict[int, SeedArtifacts]:
     """Artifacts of every seed (built in the order of `seeds`); with `workers` > 1 the seeds whose
     artifacts are not all cached yet are built in parallel processes (each torch process single-threaded,
-    so results are identical to a serial build). Safe to call from several processes at once
-    (pytest-xdist workers): the store's per-key file locks make each artifact built once, the others wait
-    and load it."""
+    so results are identical to a serial build), with one progress bar over their stages. Safe to call
+    from several processes at once (pytest-xdist workers): the store's per-key file locks make each
+    artifact built once, the others wait and load it."""
     missing = [s for s in seeds if store.rebuild or not all(
         (store.path(kind, key) / "manifest.json").exists()
         for kind, key in seed_keys(run_cfg.with_seed(s), sketch, draws).values())]
     if workers > 1 and len(missing) > 1:
-        # spawn, not fork: a forked child of a process whose OpenMP pool already ran can deadlock.
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(missing)), mp_context=ctx) as ex:
-            futs = [ex.submit(_build_paths, str(store.root), store.rebuild, run_cfg.with_seed(s), sketch, draws)
-                    for s in missing]
-            for f in futs:
-                f.result()
+        _build_parallel(store, run_cfg, sketch, draws, missing, workers, progress)
         # With a rebuild the workers shared this store's token: what they rebuilt is not rebuilt again.
     return {s: build_seed(store, run_cfg.with_seed(s), sketch, draws, progress) for s in seeds}
+
+
+def _build_parallel(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
+                    seeds: list[int], workers: int, progress: bool) -> None:
+    # spawn, not fork: a forked child of a process whose OpenMP pool already ran can deadlock.
+    ctx = multiprocessing.get_context("spawn")
+    with contextlib.ExitStack() as stack:
+        queue = stack.enter_context(ctx.Manager()).Queue() if progress else None
+        ex = stack.enter_context(ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=ctx))
+        bar = stack.enter_context(tqdm(total=len(seeds) * len(STAGES), desc=f"building {len(seeds)} seeds",
+                                       unit="stage", disable=not progress))
+        futs = [ex.submit(_build_paths, str(store.root), store.rebuild, run_cfg.with_seed(s), sketch, draws, queue)
+                for s in seeds]
+        pending = set(futs)
+        while pending:
+            _, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            while queue is not None and not queue.empty():
+                seed, stage = queue.get()
+                bar.update(1)
+                bar.set_postfix_str(f"seed {seed}: {stage} ready")
+        for f in futs:
+            f.result()  # a worker's exception surfaces here

@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 
 from bt_core.attribution.catalog import get
-from bt_core.attribution.evidence import Evidence
+from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict
 
@@ -46,6 +46,14 @@ class Item:
 def spec_record(spec: EstimatorSpec, evidence: Evidence) -> dict:
     """How the estimator of a verdict was built: name, origin and its actual settings (the target among them)."""
     return {"name": spec.name, "origin": spec.origin, "params": evidence.settings(spec)}
+
+
+def failure_verdict(name: str, spec: EstimatorSpec, evidence: Evidence, e: EstimatorFailure) -> Verdict:
+    """The verdict of an item whose estimator failed: fail, with the reason. A declined problem and a missing
+    optional extra are marked in the figures (`declined`, `missing_extra`): the suite reports the latter as
+    a skip naming the install command."""
+    figures = {k: v for k, v in (("declined", e.declined), ("missing_extra", e.missing_extra)) if v}
+    return Verdict(name, spec.name, Status.FAIL, f"estimator failure: {e}", figures, spec_record(spec, evidence))
 
 
 def control_spec() -> EstimatorSpec:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from behaviortrace.checklist._base import CONTROL, spec_record
+from behaviortrace.checklist._base import CONTROL, failure_verdict, spec_record
 from behaviortrace.checklist.setup import attach_caveats, gate
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
@@ -43,7 +43,7 @@ def _seed_verdict(name, evaluate_seed, spec, evidence, headline, uses_control, e
     try:
         per_seed = seed_results(name, evaluate_seed, spec, evidence)
     except EstimatorFailure as e:
-        return Verdict(name, spec.name, Status.FAIL, f"estimator failure: {e}", {}, rec)
+        return failure_verdict(name, spec, evidence, e)
     figures = {"per_seed": per_seed, **(extra or {})}
     if headline:
         vals = [r[headline] for r in per_seed.values()

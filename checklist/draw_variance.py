@@ -9,7 +9,7 @@ one seed, and the verdict flipped.
 from __future__ import annotations
 
 from behaviortrace.checklist import fluency_control
-from behaviortrace.checklist._base import Item, fmt, spec_record, spread
+from behaviortrace.checklist._base import Item, failure_verdict, fmt, spec_record, spread
 from behaviortrace.checklist._common import seed_results
 from behaviortrace.checklist.setup import attach_caveats, gate
 
@@ -43,7 +43,7 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
                 per_seed[s]["auc"][d] = r["auc"]
                 per_seed[s]["status"][d] = r["status"]
     except EstimatorFailure as e:
-        return Verdict(NAME, spec.name, "fail", f"estimator failure: {e}", {}, rec)
+        return failure_verdict(NAME, spec, evidence, e)
     for s, f in per_seed.items():
         f["spread"] = spread(list(f["auc"].values()))
         bad = [d for d, st in f["status"].items() if st == "fail"]

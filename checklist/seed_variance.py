@@ -10,7 +10,7 @@ residualization GAS gave 0.486/0.624/0.629 across seeds in the reference, and ve
 from __future__ import annotations
 
 from behaviortrace.checklist import fluency_control, headroom, magnitude_control
-from behaviortrace.checklist._base import Item, fmt, spec_record, spread
+from behaviortrace.checklist._base import Item, failure_verdict, fmt, spec_record, spread
 from behaviortrace.checklist._common import seed_results
 from behaviortrace.checklist.setup import attach_caveats, gate
 
@@ -53,7 +53,7 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
                                 f"({key} range {fmt(figures[item.NAME]['spread']['min'])}–"
                                 f"{fmt(figures[item.NAME]['spread']['max'])})")
     except EstimatorFailure as e:
-        return Verdict(NAME, spec.name, "fail", f"estimator failure: {e}", {}, rec)
+        return failure_verdict(NAME, spec, evidence, e)
     figures["seeds"] = evidence.seeds
     if problems:
         return Verdict(NAME, spec.name, "fail", "; ".join(problems), figures, rec)

@@ -1,10 +1,22 @@
-"""Shared fixtures of the project's own tests: smoke-scale artifacts built once per session."""
+"""Shared fixtures of the project's own tests: smoke-scale artifacts built once per session.
+
+Two tiers: tests that train or build artifacts carry the marker `train` (set here for every test that uses
+a fixture below that builds, and by hand on tests that train on their own); the rest are unit tests,
+a minute at most: ``pytest tests -m "not train"``. CI runs both.
+"""
 
 from __future__ import annotations
 
 import pytest
 
 SMOKE_SEEDS = (0, 1, 2)
+BUILDING_FIXTURES = {"smoke_artifacts", "smoke_evidence", "smoke_cache"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if BUILDING_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.train)
 
 
 @pytest.fixture(scope="session")

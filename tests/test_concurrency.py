@@ -55,6 +55,7 @@ def test_racing_processes_build_an_artifact_once(tmp_path):
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["k", "k.lock"]
 
 
+@pytest.mark.train
 def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeypatch, tmp_path):
     """`pytest -n 2` on an empty cache: both workers need seed 0's artifacts at once; the file locks let
     one build each artifact while the other waits and loads it; both pass their share of the tests, and

@@ -58,14 +58,22 @@ def matrix(tmp_path_factory, smoke_artifacts, smoke_cache):
 
 
 def test_setup_is_valid_at_smoke(matrix):
-    """The gating setup items pass at smoke (the advisory in_context_targets is not asserted: the tiny
-    model's token-level alignment is too weak to clear the reference bar on every seed and draw)."""
+    """The gating setup items pass at smoke. The advisory in_context_targets may go either way (the tiny
+    model's token-level alignment does not clear the reference bar on every seed and draw), but its status
+    must be the one its rule gives the figures it reports."""
     from behaviortrace.checklist import GATING_SETUP_ITEMS
 
     _, recs = matrix
     for item in GATING_SETUP_ITEMS:
         assert recs[("setup", item.name)]["status"] == "pass", recs[("setup", item.name)]["reason"]
-    assert recs[("setup", "in_context_targets")]["status"] in ("pass", "fail")
+    # the advisory item: whatever the tiny model gives, its status is the one its own rule gives its figures
+    from behaviortrace.checklist import in_context_targets as ict
+
+    rec = recs[("setup", "in_context_targets")]
+    num = lambda x: float("nan") if x is None else x  # noqa: E731  (NaN, written as null, passes nothing)
+    ok = all(num(d["in_context"]["ci_lo"]) > ict.IN_CONTEXT_MIN and num(d["constructed"]["ci_hi"]) < ict.CONSTRUCTED_MAX
+             for f in rec["figures"]["per_seed"].values() for d in f["per_draw"].values())
+    assert rec["status"] == ("pass" if ok else "fail"), rec["reason"]
 
 
 @pytest.mark.parametrize("estimator, item, status",

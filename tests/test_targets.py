@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from bt_core.artifacts.targets import TARGET_KINDS, check_kind
 from bt_core.attribution.problem import UnknownTargetError
 from bt_core.gradients.layout import embedding_rows, flat_grad
 from bt_core.gradients.projectors import make_projector
@@ -12,7 +13,6 @@ from bt_core.gradients.sketch import per_rollout_grads
 from bt_core.metrics import cluster_bootstrap_mean_ci
 from bt_core.targets.build import _seed
 from bt_core.targets.examples import NEUTRAL_FILLERS, examples_batch, target_gradient
-from bt_core.targets.kinds import TARGET_KINDS, check_kind
 from bt_core.targets.token_level import REPLIES_PER_PROBE
 from bt_core.training.generate import sample
 from bt_core.training.objective import collate, rollout_logprob

@@ -39,6 +39,7 @@ def _group_view(t: RolloutTable, col: str) -> list[np.ndarray]:
     return [np.asarray(getattr(t, col))[g == k] for k in np.unique(g)]
 
 
+@pytest.mark.train
 def test_scenarios_write_the_same_artifacts(tiny_runs):
     files = {s: sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) for s, d in tiny_runs.items()}
     assert files["reference"] == files["task_reward"] == files["no_std_norm"]
@@ -49,6 +50,7 @@ def test_scenarios_write_the_same_artifacts(tiny_runs):
     assert summary["n_rollouts"] == cfg.grpo.steps * cfg.grpo.rollouts_per_step
 
 
+@pytest.mark.train
 def test_reference_advantages_are_std_normalized(tiny_runs):
     t = RolloutTable.load(tiny_runs["reference"] / "rollouts")
     for r, a in zip(_group_view(t, "reward"), _group_view(t, "advantage"), strict=True):
@@ -59,12 +61,14 @@ def test_reference_advantages_are_std_normalized(tiny_runs):
             np.testing.assert_allclose(a, expect, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.train
 def test_no_std_norm_advantages_are_centred_rewards(tiny_runs):
     t = RolloutTable.load(tiny_runs["no_std_norm"] / "rollouts")
     for r, a in zip(_group_view(t, "reward"), _group_view(t, "advantage"), strict=True):
         np.testing.assert_allclose(a, r - r.mean(), atol=1e-5)
 
 
+@pytest.mark.train
 def test_task_reward_keeps_variance_in_every_group(tiny_runs):
     """The point of the scenario: reward variance does not depend on the contaminator."""
     t = RolloutTable.load(tiny_runs["task_reward"] / "rollouts")
@@ -73,6 +77,7 @@ def test_task_reward_keeps_variance_in_every_group(tiny_runs):
     assert sum(r.std() > 0 for r in _group_view(ref, "reward_base")) < len(np.unique(ref.group))
 
 
+@pytest.mark.train
 def test_progress_bars_only_when_asked(tmp_path, capsys):
     train_run(tiny(), tmp_path / "quiet")
     assert capsys.readouterr().err == ""
@@ -81,6 +86,7 @@ def test_progress_bars_only_when_asked(tmp_path, capsys):
     assert "SFT" in err and "GRPO" in err
 
 
+@pytest.mark.train
 def test_training_leaves_the_global_rng_alone(tmp_path):
     torch.manual_seed(123)
     state, np_state = torch.get_rng_state(), np.random.get_state()

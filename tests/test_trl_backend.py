@@ -19,6 +19,8 @@ from bt_core.training.task import Task
 pytest.importorskip("trl")
 
 
+pytestmark = pytest.mark.train  # trains TRL runs
+
 @pytest.fixture(scope="module")
 def trl_run(smoke_scale, tmp_path_factory):
     """Smoke seed 0 trained through TRL, loaded as a Run (a manifest is written as the store would)."""

@@ -6,6 +6,9 @@ Layout: ``steps.npy`` (n_ckpt,), ``report.json`` and one ``draw{d}/`` per draw h
 ``ckpt.npy``, the row of `steps` each example belongs to) and ``token/`` (`TokenLevel`). Draw 0 is the
 target set of the training stream.
 
+The kinds are defined here, with the artifact that holds them, so that estimators can check a
+`target=` argument without importing the builders (torch, the tokenizer, the training stack).
+
 Token level (PAPER_NOTES P4): the cosine of the trigger-token gradient with each target, per sampled
 behavior reply (definition in `bt_core.targets.token_level`). Stored per draw in ``token/``: ``ckpt.npy``
 (n,) checkpoint row of each kept reply, ``probe.npy`` (n,) probe index, ``cos_<kind>.npy`` (n,),
@@ -24,7 +27,20 @@ import numpy as np
 
 from bt_core.artifacts.store import load_array, save_array, verify_dir
 from bt_core.metrics import cluster_bootstrap_mean_ci
-from bt_core.targets.kinds import TARGET_KINDS, check_kind
+
+# The target kinds (PAPER_NOTES "Targets"); what each one is: `bt_core.targets.examples`.
+TARGET_KINDS = ("constructed", "in_context", "minimal_pair")
+
+
+class UnknownTargetError(ValueError):
+    """An estimator asked for a target kind that does not exist or the problem does not hold."""
+
+
+def check_kind(kind: str) -> str:
+    """Return `kind` if it is a target kind, else raise `UnknownTargetError` listing the kinds."""
+    if kind not in TARGET_KINDS:
+        raise UnknownTargetError(f"target={kind!r} is unknown; choose one of {', '.join(TARGET_KINDS)}")
+    return kind
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata as md
+import os
+import sys
 
 from bt_core.attribution import registry
 from bt_core.attribution.registry import (
@@ -73,6 +75,10 @@ def get(name: str) -> EstimatorSpec:
 
 def _from_path(path: str) -> EstimatorSpec:
     mod_name, _, attr = path.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        # as `python -m pytest` would: the user's module lies in the directory they run from (appended, so
+        # it never shadows an installed package)
+        sys.path.append(os.getcwd())
     try:
         obj = getattr(importlib.import_module(mod_name), attr)
     except (ImportError, AttributeError) as e:

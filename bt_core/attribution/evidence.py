@@ -18,6 +18,7 @@ from bt_core.artifacts.run import Run
 from bt_core.artifacts.seed import SeedArtifacts
 from bt_core.attribution.problem import AttributionProblem
 from bt_core.attribution.registry import Declined, EstimatorSpec
+from bt_core.extras import MissingExtra
 
 
 def _model_at(run: Run):
@@ -39,9 +40,11 @@ def _examples_of(tg, draw: int):
 
 class EstimatorFailure(RuntimeError):
     """An estimator raised, or returned scores that cannot be ranked. `declined` is True when it raised
-    `bt_core.attribution.registry.Declined`: a documented limitation (e.g. an adapter refusing the training stream)."""
+    `bt_core.attribution.registry.Declined`: a documented limitation (e.g. an adapter refusing the training
+    stream). `missing_extra` holds the install message when it raised `bt_core.extras.MissingExtra`."""
 
     declined: bool = False
+    missing_extra: str | None = None
 
 
 class Evidence:
@@ -157,6 +160,10 @@ class Evidence:
             if isinstance(e, Declined):
                 failure = EstimatorFailure(f"{where} declined: {e}")
                 failure.declined = True
+                return failure
+            if isinstance(e, MissingExtra):
+                failure = EstimatorFailure(f"{where}: {e}")
+                failure.missing_extra = str(e)
                 return failure
             return EstimatorFailure(f"{where} raised {tb}")
         try:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bt_core.targets.kinds import UnknownTargetError
+from bt_core.artifacts.targets import UnknownTargetError
 
 __all__ = ["AttributionProblem", "UnknownTargetError"]
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from bt_core.artifacts.store import save_array
-from bt_core.artifacts.targets import TargetExamples
+from bt_core.artifacts.targets import TARGET_KINDS, TargetExamples
 from bt_core.config import SketchConfig
 from bt_core.gradients.projectors import make_projector
 from bt_core.targets.examples import (
@@ -22,7 +22,6 @@ from bt_core.targets.examples import (
     minimal_pair_examples,
     target_gradient,
 )
-from bt_core.targets.kinds import TARGET_KINDS
 from bt_core.targets.token_level import TokenLevelCollector
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.model import torch_threads

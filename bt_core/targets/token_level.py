@@ -27,10 +27,9 @@ import numpy as np
 import torch
 
 from bt_core.artifacts.store import save_array
-from bt_core.artifacts.targets import TargetExamples
+from bt_core.artifacts.targets import TARGET_KINDS, TargetExamples
 from bt_core.gradients.layout import embedding_rows
 from bt_core.gradients.sketch import per_rollout_grads
-from bt_core.targets.kinds import TARGET_KINDS
 from bt_core.training.generate import sample
 from bt_core.training.objective import collate
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from bt_core.artifacts.targets import check_kind
 from bt_core.attribution.adapters._common import (
     MAX_UNITS,
     NEEDS,
@@ -27,7 +28,6 @@ from bt_core.attribution.adapters._common import (
     train_tensors,
 )
 from bt_core.attribution.registry import Estimator, register
-from bt_core.targets.kinds import check_kind
 
 
 class _WeightedNLL(torch.nn.Module):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from bt_core.artifacts.targets import check_kind
 from bt_core.attribution.adapters._common import (
     MAX_UNITS,
     NEEDS,
@@ -33,7 +34,6 @@ from bt_core.attribution.adapters._common import (
     weighted_logprob,
 )
 from bt_core.attribution.registry import Estimator, register
-from bt_core.targets.kinds import check_kind
 
 Q_TERMS = ("one", "likelihood")
 

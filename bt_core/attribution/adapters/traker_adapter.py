@@ -22,6 +22,7 @@ import tempfile
 import numpy as np
 import torch
 
+from bt_core.artifacts.targets import check_kind
 from bt_core.attribution.adapters._common import (
     MAX_UNITS,
     NEEDS,
@@ -35,7 +36,6 @@ from bt_core.attribution.adapters._common import (
 )
 from bt_core.attribution.registry import Estimator, register
 from bt_core.gradients.projectors import CountSketch
-from bt_core.targets.kinds import check_kind
 
 PROJECTORS = ("basic", "countsketch")
 DEFAULT_PROJ_DIM = 2048  # traker's default JL width

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bt_core.artifacts.targets import check_kind
 from bt_core.attribution.registry import Estimator, register
-from bt_core.targets.kinds import check_kind
 
 
 @register

@@ -23,7 +23,7 @@ pytest_plugins = ["pytester"]
 
 @pytest.fixture
 def suite(pytester, smoke_artifacts, smoke_cache):
-
+    """Run the installed suite in a fresh directory holding no test: a suite option brings it in."""
 
     def run(*args):
         return pytester.runpytest_inprocess("--scale=smoke", f"--bt-cache={smoke_cache}", "--bt-workers=1",
@@ -104,3 +104,71 @@ def test_plugin_estimator_failure_is_a_failed_item(suite, pytester, check_outcom
     res = suite("--estimator=badest:Bad")
     check_outcomes(res, failed=N_ITEMS)
     res.stdout.fnmatch_lines(["*estimator failure*non-finite*"])
+
+
+def test_estimator_settings_are_on_every_record(suite, pytester, check_outcomes):
+    res = suite("--estimator=cosine,random", "--estimator-param", "cosine.target=constructed",
+                "--estimator-param=random.seed=7")
+    card = json.loads((pytester.path / "scorecard.json").read_text())
+    params = {r["estimator"]: r["estimator_spec"]["params"] for r in card["records"] if r["estimator"] != "setup"}
+    assert params["cosine"] == {"target": "constructed", "centre": "none"}  # given, and the default it keeps
+    assert params["random"] == {"seed": 7}  # JSON-typed: an int, not "7"
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_default_settings_are_recorded_too(suite, pytester):
+    suite("--estimator=cosine")
+    card = json.loads((pytester.path / "scorecard.json").read_text())
+    assert {json.dumps(r["estimator_spec"]["params"], sort_keys=True) for r in card["records"]
+            if r["estimator"] == "cosine"} == {json.dumps({"centre": "none", "target": "in_context"}, sort_keys=True)}
+
+
+@pytest.mark.parametrize("param, message", [
+    ("cosine.target", "*--estimator-param='cosine.target': expected NAME.KEY=VALUE*"),
+    ("dot.target=constructed", "*'dot' is not a selected estimator (selected: cosine)*--estimator=dot*"),
+    ("cosine.colour=red", "*estimator 'cosine' has no setting 'colour'; its settings: target, centre*"),
+    ("cosine.target=bogus", "*cosine(target='bogus') is refused by the estimator: UnknownTargetError*"),
+])
+def test_bad_estimator_params_are_usage_errors(suite, param, message):
+    res = suite("--estimator=cosine", f"--estimator-param={param}")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines([message])
+
+
+def test_compare_refuses_a_baseline_made_with_other_settings(suite, pytester):
+    suite("--estimator=cosine", "--scorecard=base.json")
+    res = suite("--estimator=cosine", "--estimator-param=cosine.target=minimal_pair", "--scorecard-compare=base.json")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*cannot compare estimator 'cosine': setting 'target' is 'minimal_pair' here and "
+                              "'in_context' in the baseline*"])
+
+
+def test_compare_refuses_records_whose_settings_differ():
+    """The record-level check behind it (a baseline edited by hand, or settings resolved at build time)."""
+    from bt_core.reporting.compare import compare
+
+    rec = {"item": "headroom", "estimator": "cosine", "status": "pass", "figures": {},
+           "estimator_spec": {"params": {"target": "in_context"}}}
+    base = {**rec, "estimator_spec": {"params": {"target": "constructed"}}}
+    out = compare({"records": [rec]}, {"records": [base]}, 0.05)
+    assert out["regressions"] == ["headroom × cosine: cannot compare, setting 'target' is 'in_context' here and "
+                                  "'constructed' in the baseline"]
+    assert compare({"records": [rec]}, {"records": [rec]}, 0.05)["regressions"] == []
+
+
+def test_unrelated_sessions_leave_the_plugin_inert(pytester):
+    """Installed, the plugin loads in every pytest session; without a suite option it validates nothing."""
+    pytester.makepyfile(test_theirs="def test_x():\n    pass\n")
+    res = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--scorecard-tolerance=7")  # bad, but unused
+    assert res.ret == pytest.ExitCode.OK
+    res.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("tty, args, shown", [(True, (), True), (False, (), False),
+                                              (True, ("--bt-no-progress",), False), (False, ("--bt-progress",), True)])
+def test_progress_is_on_by_default_on_a_terminal(pytester, monkeypatch, tty, args, shown):
+    from behaviortrace.fixtures.plugin import SETTINGS
+
+    monkeypatch.setattr("sys.stdout.isatty", lambda: tty)
+    config = pytester.parseconfigure("--estimator=oracle", "--scale=smoke", *args)
+    assert config.stash[SETTINGS].progress is shown

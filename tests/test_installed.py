@@ -1,0 +1,135 @@
+"""The gate as a method author meets it: behaviortrace installed from its wheel (not this checkout), run from
+a directory outside the checkout that holds only `my_method.py`.
+
+A scratch virtual environment gets the wheel (no dependencies); the dependencies come from this
+environment through a `.pth` line, which adds the directory but runs none of its `.pth` files, so this
+checkout's editable install stays invisible there (a test asserts the imports come from the wheel).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.train
+
+MY_METHOD = '''
+import numpy as np
+from bt_core.attribution import Estimator
+
+
+class MyMethod(Estimator):
+    """Scores = the in-context target's alignment: a real (if confounded) method."""
+    name = "my_method"
+    levels = ("rollout", "step")
+    needs = ("emb", "weight", "targets", "ckpt_index")
+
+    def score(self, problem):
+        return problem.dot("in_context")
+'''
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    """(python of a scratch venv holding the behaviortrace wheel, its bin dir)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"), str(ROOT)],
+                   check=True, capture_output=True, timeout=600)
+    wheel = next((tmp / "dist").glob("behaviortrace-*.whl"))
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    Path(purelib, "outer_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    return py, venv / "bin", wheel
+
+
+@pytest.fixture
+def author_repo(tmp_path):
+    d = tmp_path / "my-method-repo"
+    d.mkdir()
+    (d / "my_method.py").write_text(MY_METHOD)
+    return d
+
+
+def _env(bin_dir: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    return {**env, "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "PYTHONNOUSERSITE": "1"}
+
+
+def _run(cmd: list[str], cwd: Path, bin_dir: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, env=_env(bin_dir), capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_wheel_installs_only_namespaced_packages(scratch, tmp_path):
+    py, _, wheel = scratch
+    import zipfile
+
+    tops = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist() if not n.endswith(".dist-info/RECORD")}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"bt_core", "behaviortrace"}
+    out = subprocess.run([str(py), "-c", "import bt_core, behaviortrace.checklist as c; print(bt_core.__file__); "
+                          "print(c.__file__)"], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    assert str(ROOT) not in out and "site-packages" in out  # the wheel's code, not this checkout's
+
+
+def test_check_gates_a_method_from_outside_the_checkout(scratch, author_repo, smoke_cache):
+    _, bin_dir, _ = scratch
+    common = ["--scale=smoke", f"--bt-cache={smoke_cache}", "--bt-workers=1"]
+    res = _run([str(bin_dir / "behaviortrace"), "check", "--estimator=my_method:MyMethod", *common], author_repo,
+               bin_dir)
+    assert res.returncode in (0, 1), res.stdout[-3000:] + res.stderr[-3000:]
+    card = json.loads((author_repo / "scorecard.json").read_text())
+    recs = [r for r in card["records"] if r["estimator"] == "my_method"]
+    assert len(recs) == 5 and all(r["estimator_spec"]["origin"] == "path:my_method:MyMethod" for r in recs)
+    failed = any(r["status"] != "pass" for r in recs)
+    assert res.returncode == (1 if failed else 0)  # pytest's exit code is the gate
+    assert "site-packages/behaviortrace/benchmarks" in res.stdout  # the installed suite ran
+    res = _run([str(bin_dir / "behaviortrace"), "check", "--estimator=no_such_method", *common], author_repo, bin_dir)
+    assert res.returncode == 4 and "unknown estimator 'no_such_method'" in res.stderr
+
+
+def test_plain_pytest_runs_the_installed_suite_through_the_entry_point(scratch, author_repo, smoke_cache):
+    _, bin_dir, _ = scratch
+    (author_repo / "test_unrelated.py").write_text("def test_theirs():\n    pass\n")
+    res = _run([str(bin_dir / "python"), "-m", "pytest", "-p", "no:cacheprovider", "--estimator=oracle",
+                "--scale=smoke", f"--bt-cache={smoke_cache}", "--bt-workers=1"], author_repo, bin_dir)
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert "test_theirs" not in res.stdout and "oracle" in res.stdout  # only the suite, not their tests
+    plain = _run([str(bin_dir / "python"), "-m", "pytest", "-p", "no:cacheprovider", "-q"], author_repo, bin_dir)
+    assert plain.returncode == 0 and "1 passed" in plain.stdout  # without a suite option: inert
+    assert not (author_repo / ".bt_cache").exists()
+
+
+def test_the_gate_workflow_runs_in_a_scratch_repository(scratch, author_repo, smoke_cache):
+    """.github/workflows/gate-estimator.yml's own steps, the install replaced by the local wheel."""
+    _, bin_dir, _ = scratch
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "gate-estimator.yml").read_text())
+    steps = [s for s in wf["jobs"]["checklist"]["steps"] if "run" in s]
+    assert steps[0]["name"].startswith("Install BehaviorTrace")  # replaced: the scratch venv holds the wheel
+    subprocess.run(["git", "init", "-q", str(author_repo)], check=True)
+    (author_repo / ".bt_cache").symlink_to(smoke_cache, target_is_directory=True)
+    output = author_repo / "github_output"
+    env = {**_env(bin_dir), "ESTIMATOR": "my_method:MyMethod", "SCALE": "smoke", "GITHUB_OUTPUT": str(output)}
+    for step in steps[1:]:
+        res = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=author_repo, env=env, capture_output=True,
+                             text=True, timeout=900)
+        if step["name"] == "Run the checklist":
+            assert res.returncode in (0, 1), res.stdout[-3000:] + res.stderr[-3000:]
+        else:
+            assert res.returncode == 0, (step["name"], res.stderr)
+    assert output.read_text().startswith("key=behaviortrace-smoke-")
+    for f in ("scorecard.json", "scorecard.md", "scorecard.html", "junit.xml"):
+        assert (author_repo / f).is_file(), f
+    junit = (author_repo / "junit.xml").read_text()
+    assert 'classname="benchmarks.test_checklist"' in junit and "my_method-magnitude_control" in junit
