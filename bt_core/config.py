@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Bump when the bytes an artifact holds change for the same config (keeps old caches from being reused).
-FORMAT_VERSION = 4  # 2: hooks per-example gradients, block-wise CountSketch; 3: targets per draw,
+FORMAT_VERSION = 5  # 2: hooks per-example gradients, block-wise CountSketch; 3: targets per draw,
 # minimal_pair, stored examples, token level, sketch timings moved to the manifest; 4: task_reward scenario,
-# backend field, recalibrated default task (issue 3)
+# backend field, recalibrated default task (issue 3); 5: runs hold token_ids.json, coverage names pieces
 
 SCENARIOS = ("reference", "task_reward", "no_std_norm")
 BACKENDS = ("native", "trl")
