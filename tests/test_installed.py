@@ -2,8 +2,9 @@
 a directory outside the checkout that holds only `my_method.py`.
 
 A scratch virtual environment gets the wheel (no dependencies); the dependencies come from this
-environment through a `.pth` line, which adds the directory but runs none of its `.pth` files, so this
-checkout's editable install stays invisible there (a test asserts the imports come from the wheel).
+environment's site directories through `.pth` lines, which add the directories but run none of their
+`.pth` files, so this checkout's editable install stays invisible there (a test asserts the imports come
+from the wheel).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -49,7 +49,8 @@ def scratch(tmp_path_factory):
     py = venv / "bin" / "python"
     purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
-    Path(purelib, "outer_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]  # this env's dependencies
+    Path(purelib, "outer_env.pth").write_text("".join(f"{p}\n" for p in sites))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)],
                    check=True, capture_output=True, timeout=300)
     return py, venv / "bin", wheel
