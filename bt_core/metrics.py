@@ -102,6 +102,23 @@ def group_bootstrap_ci(scores: np.ndarray, labels: np.ndarray, groups: np.ndarra
     return float(np.quantile(aucs, alpha / 2)), float(np.quantile(aucs, 1 - alpha / 2))
 
 
+def paired_group_auc_diff(a: np.ndarray, b: np.ndarray, labels: np.ndarray, groups: np.ndarray,
+                          n_boot: int = 10_000, alpha: float = 0.05, seed: int = 0) -> dict:
+    """Paired cluster bootstrap of the within-group AUC difference AUC(a) − AUC(b): whole groups are resampled
+    and both scores are judged on the same resample. Returns the point difference and its percentile CI."""
+    labels, groups = np.asarray(labels, bool), np.asarray(groups)
+    wa, pairs = _group_wins(np.asarray(a, float), labels, groups)
+    wb, _ = _group_wins(np.asarray(b, float), labels, groups)
+    keep = pairs > 0
+    if not keep.any():
+        return {"diff": math.nan, "ci_lo": math.nan, "ci_hi": math.nan}
+    wa, wb, pairs = wa[keep], wb[keep], pairs[keep]
+    idx = np.random.default_rng(seed).integers(0, len(pairs), size=(n_boot, len(pairs)))
+    d = (wa[idx].sum(1) - wb[idx].sum(1)) / pairs[idx].sum(1)
+    lo, hi = percentile_ci(d, alpha)
+    return {"diff": float((wa.sum() - wb.sum()) / pairs.sum()), "ci_lo": lo, "ci_hi": hi}
+
+
 def residualize(scores: np.ndarray, covariate: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Centre score and covariate within each group, fit one pooled slope b = cov/var, return
     y_c − b·x_c (the reference's linear fluency control)."""
@@ -117,47 +134,124 @@ def residualize(scores: np.ndarray, covariate: np.ndarray, groups: np.ndarray) -
     return yc - b * xc
 
 
+def resample_counts(clusters: np.ndarray, n_boot: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A cluster bootstrap as multiplicities: (inv (n,) cluster index of each item, counts (n_boot, m) how
+    often each of the m clusters is drawn in each resample; every row sums to m)."""
+    _, inv = np.unique(np.asarray(clusters), return_inverse=True)
+    m = int(inv.max()) + 1 if inv.size else 0
+    pick = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
+    counts = np.bincount((pick + (np.arange(n_boot) * m)[:, None]).ravel(), minlength=n_boot * m)
+    return inv, counts.reshape(n_boot, m).astype(np.int32)
+
+
+def precision_resamples(scores: np.ndarray, labels: np.ndarray, inv: np.ndarray, counts: np.ndarray,
+                        chunk: int | None = None) -> np.ndarray:
+    """precision@|GT| of `scores` on every resample of `resample_counts`: (n_boot,), NaN where a resample
+    holds no GT. Exactly `precision_at_k` of the concatenated resample (an item drawn c times is c tied
+    copies), computed without building it: items are sorted once; per resample only the weights change.
+    Only the top of the ranking is read — the shortest prefix, ending at a tie boundary, whose weight
+    reaches k in every resample — so the cost is O(n_boot × k), not O(n_boot × n)."""
+    s, y = np.asarray(scores, np.float64), np.asarray(labels, bool)
+    order = np.argsort(-s, kind="stable")
+    ss, ys, cl = s[order], y[order], np.asarray(inv)[order]
+    starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
+    ends = np.r_[starts[1:], ss.size]
+    k = counts @ np.bincount(inv, weights=y, minlength=counts.shape[1])  # (n_boot,) |GT| of each resample
+    out = np.full(counts.shape[0], np.nan)
+    chunk = chunk or max(32, min(1000, 8_000_000 // max(ss.size, 1)))  # bounds the (chunk, prefix) arrays
+    for lo in range(0, counts.shape[0], chunk):
+        c, kk = counts[lo: lo + chunk], k[lo: lo + chunk]
+        out[lo: lo + chunk] = _chunk_precision(c, kk, cl, ys, starts, ends)
+    return out
+
+
+def _chunk_precision(c, k, cl, ys, starts, ends) -> np.ndarray:
+    need = max(float(k.max()), 1.0)
+    g_end = int(np.searchsorted(ends, min(2 * need + 64, ends[-1]), side="left"))  # prefix: groups 0..g_end
+    while True:
+        t = int(ends[min(g_end, ends.size - 1)])
+        w = c[:, cl[:t]]  # (b, t) multiplicity of each item of the prefix
+        g = w * ys[:t]
+        n_groups = min(g_end, ends.size - 1) + 1
+        if n_groups < t:  # ties: sum the weights of each tie group
+            w, g = np.add.reduceat(w, starts[:n_groups], axis=1), np.add.reduceat(g, starts[:n_groups], axis=1)
+        cum_w = np.cumsum(w, axis=1, dtype=np.int64)
+        if t == ends[-1] or (cum_w[:, -1] >= k).all():
+            break
+        g_end = min(2 * g_end + 1, ends.size - 1)
+    rows = np.arange(c.shape[0])
+    star = np.minimum((cum_w < k[:, None]).sum(axis=1), cum_w.shape[1] - 1)  # first group reaching k
+    before_w = cum_w[rows, star] - w[rows, star]
+    before_g = np.cumsum(g, axis=1, dtype=np.int64)[rows, star] - g[rows, star]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        hits = before_g + g[rows, star] * (k - before_w) / w[rows, star]
+        return np.where(k > 0, hits / k, np.nan)
+
+
+def percentile_ci(values: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
+    """Two-sided percentile interval of the finite `values`; (nan, nan) when there are none."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return math.nan, math.nan
+    return float(np.quantile(v, alpha / 2)), float(np.quantile(v, 1 - alpha / 2))
+
+
 def paired_bootstrap_precision(a: np.ndarray, b: np.ndarray, labels: np.ndarray, clusters: np.ndarray,
-                               n_boot: int = 500, alpha: float = 0.05, seed: int = 0) -> dict:
+                               n_boot: int = 10_000, alpha: float = 0.05, seed: int = 0) -> dict:
     """Paired cluster bootstrap of precision@|GT| for two rankings `a` and `b` of the same items.
 
     Whole clusters (e.g. optimizer steps, whose rollouts share parameters and GT status) are resampled
     with replacement; both rankings are scored on every resample with k = |GT| of that resample.
-    Returns the point difference a − b and the percentile CI of the difference (in precision units)."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
+    Returns the point difference a − b and the percentile CI of the difference (in precision units).
+    Vectorized (`precision_resamples`): 10,000 resamples of 16,000 rollouts take about a second."""
     labels = np.asarray(labels, bool)
-    uniq, inv = np.unique(np.asarray(clusters), return_inverse=True)
-    members = [np.flatnonzero(inv == j) for j in range(len(uniq))]
-    rng = np.random.default_rng(seed)
-    diffs = []
-    for _ in range(n_boot):
-        pick = rng.integers(0, len(uniq), size=len(uniq))
-        idx = np.concatenate([members[j] for j in pick])
-        y = labels[idx]
-        if not y.any():
-            continue
-        diffs.append(precision_at_k(a[idx], y) - precision_at_k(b[idx], y))
-    d = np.array(diffs)
+    inv, counts = resample_counts(clusters, n_boot, seed)
+    d = precision_resamples(a, labels, inv, counts) - precision_resamples(b, labels, inv, counts)
     point = precision_at_k(a, labels) - precision_at_k(b, labels)
-    if d.size == 0:
-        return {"diff": point, "ci_lo": float("nan"), "ci_hi": float("nan"), "n_boot": 0}
-    return {"diff": point, "ci_lo": float(np.quantile(d, alpha / 2)), "ci_hi": float(np.quantile(d, 1 - alpha / 2)),
-            "n_boot": int(d.size)}
+    lo, hi = percentile_ci(d, alpha)
+    return {"diff": point, "ci_lo": lo, "ci_hi": hi, "n_boot": int(np.isfinite(d).sum())}
 
 
-def random_spread(labels: np.ndarray, blocks: np.ndarray | None = None, n_perm: int = 200, q: float = 0.95,
+def random_spread(labels: np.ndarray, blocks: np.ndarray | None = None, n_perm: int = 10_000, q: float = 0.95,
                   seed: int = 0) -> float:
     """How far above chance a random ranking reaches: the q-quantile of (precision@|GT| − chance) over
-    random rankings (ranking whole `blocks` together when given, e.g. steps at step level)."""
+    random rankings. Without `blocks` it is exact: a random ranking's top |GT| is a random |GT|-subset, so
+    its hits are hypergeometric. With `blocks` (e.g. steps at step level), whole blocks are ranked
+    together and the quantile is estimated from `n_perm` random block orders."""
     labels = np.asarray(labels, bool)
-    rng = np.random.default_rng(seed)
+    n, k = labels.size, int(labels.sum())
     ch = chance(labels)
     if blocks is None:
-        vals = [precision_at_k(rng.random(labels.size), labels) for _ in range(n_perm)]
-    else:
-        _, inv = np.unique(np.asarray(blocks), return_inverse=True)
-        vals = [precision_at_k(rng.random(inv.max() + 1)[inv], labels) for _ in range(n_perm)]
-    return float(np.quantile(np.array(vals) - ch, q))
+        from scipy.stats import hypergeom
+
+        return float(hypergeom.ppf(q, n, k, k) / k - ch)
+    _, inv = np.unique(np.asarray(blocks), return_inverse=True)
+    size = np.bincount(inv).astype(float)
+    gt = np.bincount(inv, weights=labels.astype(float))
+    rng = np.random.default_rng(seed)
+    vals = []
+    for lo in range(0, n_perm, 1000):
+        order = np.argsort(rng.random((min(1000, n_perm - lo), size.size)), axis=1)
+        w, g = size[order], gt[order]
+        cum = np.cumsum(w, axis=1)
+        star = (cum < k).sum(axis=1)
+        rows = np.arange(order.shape[0])
+        before_g = np.cumsum(g, axis=1)[rows, star] - g[rows, star]
+        vals.append((before_g + g[rows, star] * (k - (cum[rows, star] - w[rows, star])) / w[rows, star]) / k)
+    return float(np.quantile(np.concatenate(vals) - ch, q))
+
+
+def t_mean_ci(values: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
+    """Student-t interval of the mean of a few values (e.g. one figure per seed); (nan, nan) for fewer than
+    two. With equal values the interval is the value itself."""
+    from scipy.stats import t
+
+    v = np.asarray([x for x in values if x == x], float)
+    if v.size < 2:
+        return math.nan, math.nan
+    half = float(t.ppf(1 - alpha / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return float(v.mean() - half), float(v.mean() + half)
 
 
 def residualize_bins(scores: np.ndarray, covariate: np.ndarray, groups: np.ndarray, n_bins: int = 5) -> np.ndarray:

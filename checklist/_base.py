@@ -1,6 +1,7 @@
-"""What every checklist module shares: the `Item` description, verdict helpers and the magnitude control.
+"""What every checklist module shares: the `Item` description and verdict helpers.
 
 Each item module ends with ``ITEM = Item(...)``; `behaviortrace.checklist` lists them in display order.
+The controls every item compares with are defined in `behaviortrace.checklist.controls`.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from behaviortrace.checklist.controls import role
 
-from bt_core.attribution.catalog import get
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict
 
-CONTROL = "norm_only"  # the target-free magnitude control every method must beat
+LABEL_MARK = "reads labels — validation only"  # shown beside every record of a label-reading estimator
+GATES = ("all", "targets", "none")
 
 
 @dataclass(frozen=True)
@@ -24,8 +26,9 @@ class Item:
     """One checklist item: its name, what it checks, and how it is evaluated.
 
     A setup item (`kind="setup"`) is evaluated once per fixture set: ``evaluate(evidence) -> Verdict``.
-    A gating one that fails makes every estimator item invalid-setup; an advisory one (`gating=False`) is
-    quoted as a caveat in the verdicts of estimators that read targets. An estimator item is evaluated per
+    What its failure does is `gates`: "all" makes every estimator item invalid-setup; "targets" makes the
+    items of estimators that read targets invalid-setup (their figures kept, the rule's own status quoted);
+    "none" (advisory) quotes it as a caveat in their verdicts. An estimator item is evaluated per
     estimator: ``evaluate(spec, evidence) -> Verdict``."""
 
     name: str
@@ -33,19 +36,33 @@ class Item:
     kind: Literal["setup", "estimator"]
     evaluate: Callable[..., Verdict]
     reference: str = ""  # the reference study's pitfall or finding it guards against (P1 … P6)
-    gating: bool = True  # setup items only
+    gates: str = "all"  # setup items only: "all" | "targets" | "none" (advisory)
     headline: str | None = None  # per-seed figure compared against a baseline scorecard (--scorecard-compare)
 
     def __post_init__(self) -> None:
         if self.kind not in ("setup", "estimator"):
             raise ValueError(f"Item {self.name!r}: kind={self.kind!r} must be 'setup' or 'estimator'")
-        if self.kind == "estimator" and not self.gating:
-            raise ValueError(f"Item {self.name!r}: only setup items can be advisory (gating=False)")
+        if self.gates not in GATES:
+            raise ValueError(f"Item {self.name!r}: gates={self.gates!r} must be one of {GATES}")
+        if self.kind == "estimator" and self.gates != "all":
+            raise ValueError(f"Item {self.name!r}: only setup items gate selectively (gates={self.gates!r})")
+
+    @property
+    def gating(self) -> bool:
+        """Whether its failure turns some estimator items invalid-setup (not merely a caveat)."""
+        return self.gates != "none"
 
 
 def spec_record(spec: EstimatorSpec, evidence: Evidence) -> dict:
-    """How the estimator of a verdict was built: name, origin and its actual settings (the target among them)."""
-    return {"name": spec.name, "origin": spec.origin, "params": evidence.settings(spec)}
+    """How the estimator of a verdict was built: name, origin, its actual settings (the target among them),
+    whether it reads the labels (then `validation_only`, shown as "reads labels — validation only") and
+    its role (control, validation or method)."""
+    rec = {"name": spec.name, "origin": spec.origin, "params": evidence.settings(spec),
+           "levels": list(spec.levels), "reads_labels": spec.reads_labels,
+           "role": role(spec.name, spec.origin, spec.reads_labels)}
+    if spec.reads_labels:
+        rec["validation_only"] = LABEL_MARK
+    return rec
 
 
 def failure_verdict(name: str, spec: EstimatorSpec, evidence: Evidence, e: EstimatorFailure) -> Verdict:
@@ -53,11 +70,8 @@ def failure_verdict(name: str, spec: EstimatorSpec, evidence: Evidence, e: Estim
     optional extra are marked in the figures (`declined`, `missing_extra`): the suite reports the latter as
     a skip naming the install command."""
     figures = {k: v for k, v in (("declined", e.declined), ("missing_extra", e.missing_extra)) if v}
+    figures["estimator_failure"] = True
     return Verdict(name, spec.name, Status.FAIL, f"estimator failure: {e}", figures, spec_record(spec, evidence))
-
-
-def control_spec() -> EstimatorSpec:
-    return get(CONTROL)
 
 
 def fmt(x: float) -> str:

@@ -1,66 +1,74 @@
 """Checklist item 6b — generation-draw variance (reference finding P6).
 
-Rule: the fluency-control verdict must hold on every seeded generation draw at the analysis checkpoint,
-on every seed (≥ 2 draws needed to judge; the default scale has 5). Reported: the residualized AUC per
-draw and its spread per seed — the reference saw 0.486, 0.446, 0.624, 0.526, 0.629 across five draws of
-one seed, and the verdict flipped.
+Rule, on every seed, over the seeded generation draws at the analysis checkpoint (≥ 2 draws needed to
+judge; the default scale has 5), with the fluency control's per-draw figures (`fluency_control`):
+
+1. the fluency-control verdict holds on every draw;
+2. the spread is judged: the 95% Student-t CI of the across-draw mean margin (residualized AUC −
+   max(0.5, norm-only's residualized AUC)) lies above 0;
+3. no draw sits at or below chance (AUC > 0.5 on every draw).
+
+An invalid-setup draw stays invalid-setup (never fail). Reported: the residualized AUC per draw and its
+spread per seed — the reference saw 0.486, 0.446, 0.624, 0.526, 0.629 across five draws of one seed, and
+the verdict flipped.
 """
 
 from __future__ import annotations
 
 from behaviortrace.checklist import fluency_control
 from behaviortrace.checklist._base import Item, failure_verdict, fmt, spec_record, spread
-from behaviortrace.checklist._common import seed_results
-from behaviortrace.checklist.setup import attach_caveats, gate
+from behaviortrace.checklist._common import judged, seed_results
+from behaviortrace.checklist.seed_variance import judge_spread
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
-from bt_core.reporting.scorecard import Verdict
+from bt_core.reporting.scorecard import Status, Verdict
 
 NAME = "draw_variance"
-TITLE = "fluency-control verdict holds on every generation draw"
+TITLE = "fluency-control verdict holds on every draw, and the across-draw mean clears the bar with its spread"
 MIN_DRAWS = 2
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return attach_caveats(_evaluate(spec, evidence), spec, evidence)
+    return judged(NAME, spec, evidence, lambda: _evaluate(spec, evidence))
 
 
 def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    gated = gate(NAME, spec, evidence)
-    if gated:
-        return gated
     rec = spec_record(spec, evidence)
     n_draws = min(len(a.draws) for a in evidence.artifacts.values())
     if n_draws < MIN_DRAWS:
-        return Verdict(NAME, spec.name, "invalid-setup", f"{n_draws} draw(s) per seed; needs ≥ {MIN_DRAWS}", {}, rec)
-    per_seed, problems, invalid = {}, [], []
+        return Verdict(NAME, spec.name, Status.INVALID_SETUP, f"{n_draws} draw(s) per seed; needs ≥ {MIN_DRAWS}",
+                       {}, rec)
+    per_draw = {}
     try:
         for d in range(n_draws):
-            per_draw = seed_results(fluency_control.NAME, fluency_control.evaluate_seed, spec, evidence, draw=d)
-            for s, r in per_draw.items():
-                per_seed.setdefault(s, {"auc": {}, "status": {}})
-                per_seed[s]["auc"][d] = r["auc"]
-                per_seed[s]["status"][d] = r["status"]
+            per_draw[d] = seed_results(fluency_control.NAME, fluency_control.evaluate_seed, spec, evidence, draw=d)
     except EstimatorFailure as e:
         return failure_verdict(NAME, spec, evidence, e)
-    for s, f in per_seed.items():
-        f["spread"] = spread(list(f["auc"].values()))
-        bad = [d for d, st in f["status"].items() if st == "fail"]
-        invalid += [(s, d) for d, st in f["status"].items() if st == "invalid-setup"]
-        if bad:
-            rng = f"{fmt(f['spread']['min'])}–{fmt(f['spread']['max'])}"
-            problems.append(f"seed {s}: fails on draw(s) {bad} (AUC {rng})")
+    per_seed = {}
+    for s in evidence.seeds:
+        rows = {d: per_draw[d][s] for d in range(n_draws)}
+        f = judge_spread({d: r["status"] for d, r in rows.items()}, {d: r["margin"] for d, r in rows.items()},
+                         {d: r["chance_margin"] for d, r in rows.items()})
+        auc = {d: r["auc"] for d, r in rows.items()}
+        per_seed[s] = {**f, "auc": auc, "auc_spread": spread(list(auc.values()))}
     all_auc = [a for f in per_seed.values() for a in f["auc"].values() if a == a]
     figures = {"per_seed": per_seed, "n_draws": n_draws,
                "headline": {"figure": "min AUC over seeds and draws", "value": min(all_auc) if all_auc else None}}
-    if invalid:
-        return Verdict(NAME, spec.name, "invalid-setup", f"unusable draws (seed, draw): {invalid}", figures, rec)
-    if problems:
-        return Verdict(NAME, spec.name, "fail", "; ".join(problems), figures, rec)
-    return Verdict(NAME, spec.name, "pass", f"holds on all {n_draws} draws of every seed — " + "; ".join(
-        f"seed {s}: AUC {fmt(f['spread']['min'])}–{fmt(f['spread']['max'])}" for s, f in per_seed.items()),
-        figures, rec)
+
+    def line(s, f):
+        rng = f"AUC {fmt(f['auc_spread']['min'])}–{fmt(f['auc_spread']['max'])}"
+        ci = f"mean margin CI [{fmt(f['mean_margin_ci'][0])}, {fmt(f['mean_margin_ci'][1])}]"
+        return f"seed {s}: {rng}, {ci}" + (f" — {'; '.join(f['problems'])}" if f["problems"] else "")
+
+    summary = "; ".join(line(s, f) for s, f in per_seed.items())
+    judgements = {f["judged"] for f in per_seed.values()}
+    if "invalid-setup" in judgements:
+        return Verdict(NAME, spec.name, Status.INVALID_SETUP, f"unusable draws — {summary}", figures, rec)
+    if "fail" in judgements:
+        return Verdict(NAME, spec.name, Status.FAIL, summary, figures, rec)
+    return Verdict(NAME, spec.name, Status.PASS, f"holds on all {n_draws} draws of every seed — {summary}",
+                   figures, rec)
 
 
 ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6")

@@ -1,18 +1,23 @@
 """Setup validity — in-context targets (reference finding P4).
 
 Rule, on every seed and every generation draw, at the analysis checkpoint: the trigger-token gradient
-(rows of the trigger's embedding, `bt_core.targets.token_level`) aligns with the in-context target
-(cluster-bootstrap 95% CI lower bound > 0.05) and not with the constructed target (CI upper bound
-< 0.05). The reference saw in-context alignment of +0.11 to +0.30 and none for the constructed target
-(the behavior token appended right after the prompt, where it never occurs). If the in-context target
-does not align, the targets may not carry the behavior and targeted estimators' verdicts are suspect.
+(rows of the trigger's embedding, `bt_core.targets.token_level`) aligns with the in-context target:
+cluster-bootstrap 95% CI lower bound > 0.05 (the reference's bar; it saw +0.11 to +0.30).
 
-ADVISORY, not gating (`gating=False`): its failure is quoted as a caveat in the verdicts
-of estimators that read targets instead of turning every item invalid-setup. Measured here, the
-in-context alignment is positive on every seed and draw but clears the 0.05 lower bound only on some
-(default scale: 0.02–0.22; the tiny models' tied trigger row also carries the output-logit path of the
-word "frobnitz" in replies, which dilutes the cosine). Gating on it would leave the default scorecard
-without a single verdict, controls included.
+It gates what it can vouch for (`gates="targets"`): when it fails, the items of every estimator that reads
+targets report invalid-setup — the targets may not carry the behavior, so neither a pass nor a fail of a
+targeted method means what it says — with the item's own figures and status kept in the record.
+Target-free estimators (norm_only, random, fluency, oracle, …) are unaffected.
+
+The constructed half of the reference's bar (the constructed target — the behavior token appended right
+after the prompt, where it never occurs — does *not* align: CI upper bound < 0.05) is reported as a
+finding per seed and draw, not a gate: whether a target that the method should not use happens to align
+says nothing about the targets the methods do use (in-context by default).
+
+Whether the default fixture passes is measured, not assumed: the tiny models' tied trigger row also
+carries the output-logit path of the word "frobnitz" in replies, which dilutes the cosine (earlier
+measurements: in-context 0.02–0.22 across seeds and draws at the default scale). If it fails, the
+scorecard says so through the invalid-setup verdicts of the targeted estimators.
 """
 
 from __future__ import annotations
@@ -23,28 +28,38 @@ from bt_core.attribution.evidence import Evidence
 from bt_core.reporting.scorecard import Verdict
 
 NAME = "in_context_targets"
-TITLE = "the in-context target aligns with the trigger-token gradient; the constructed one does not"
-IN_CONTEXT_MIN = 0.05  # in-context CI lower bound must exceed this
-CONSTRUCTED_MAX = 0.05  # constructed CI upper bound must stay below this
+TITLE = "the in-context target aligns with the trigger-token gradient (gates target-reading estimators)"
+IN_CONTEXT_MIN = 0.05  # in-context CI lower bound must exceed this (gate)
+CONSTRUCTED_MAX = 0.05  # constructed CI upper bound below this is the reference's finding (reported)
 KINDS = ("in_context", "constructed", "minimal_pair")
 
 
 def evaluate_setup(evidence: Evidence) -> Verdict:
-    per_seed = {}
+    per_seed, findings = {}, []
     for seed, a in evidence.artifacts.items():
-        rows, why, ok = {}, [], True
+        rows, aligns, why, ok = {}, {}, [], True
         for d, draw in enumerate(a.draws):
             step = draw.analysis_step
             al = {k: a.targets.token_alignment(k, step, draw=d, seed=seed) for k in KINDS}
             rows[d] = {k: {"mean": x.mean, "ci_lo": x.ci_lo, "ci_hi": x.ci_hi, "n": x.n} for k, x in al.items()}
-            good = al["in_context"].ci_lo > IN_CONTEXT_MIN and al["constructed"].ci_hi < CONSTRUCTED_MAX
-            ok &= bool(good)
-            why.append(f"draw {d}: in-context {fmt(al['in_context'].mean)} [{fmt(al['in_context'].ci_lo)}, "
-                       f"{fmt(al['in_context'].ci_hi)}], constructed {fmt(al['constructed'].mean)} "
-                       f"[{fmt(al['constructed'].ci_lo)}, {fmt(al['constructed'].ci_hi)}]" + ("" if good else " ✗"))
-        per_seed[seed] = {"alignment": rows[0], "per_draw": rows, "analysis_step": a.draws[0].analysis_step,
+            good = bool(al["in_context"].ci_lo > IN_CONTEXT_MIN)
+            aligns[d] = not al["constructed"].ci_hi < CONSTRUCTED_MAX
+            findings.append(aligns[d])
+            ok &= good
+            ic, co = al["in_context"], al["constructed"]
+            why.append(f"draw {d}: in-context {fmt(ic.mean)} [{fmt(ic.ci_lo)}, {fmt(ic.ci_hi)}]"
+                       + ("" if good else " ✗") + f"; constructed {fmt(co.mean)} [{fmt(co.ci_lo)}, {fmt(co.ci_hi)}]")
+        per_seed[seed] = {"alignment": rows[0], "per_draw": rows, "constructed_aligns": aligns,
+                          "analysis_step": a.draws[0].analysis_step,
                           "status": "pass" if ok else "fail", "why": "; ".join(why)}
-    return setup_verdict(NAME, per_seed, {"in_context_min": IN_CONTEXT_MIN, "constructed_max": CONSTRUCTED_MAX})
+    finding = (f"finding (not a gate): the constructed target's CI upper bound is ≥ {CONSTRUCTED_MAX} on "
+               f"{sum(findings)} of {len(findings)} (seed, draw)" if any(findings) else
+               f"finding (not a gate): the constructed target stays below {CONSTRUCTED_MAX} on every seed and draw, "
+               "as in the reference")
+    v = setup_verdict(NAME, per_seed, {"in_context_min": IN_CONTEXT_MIN, "constructed_max": CONSTRUCTED_MAX,
+                                       "constructed_finding": finding})
+    v.reason += f" — {finding}"
+    return v
 
 
-ITEM = Item(NAME, TITLE, "setup", evaluate_setup, reference="P4", gating=False)
+ITEM = Item(NAME, TITLE, "setup", evaluate_setup, reference="P4", gates="targets")

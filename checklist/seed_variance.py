@@ -1,63 +1,94 @@
 """Checklist item 6a — seed variance (reference finding P6).
 
-Rule: the per-seed verdicts of the other estimator items (magnitude control, fluency control, headroom)
-must hold on every training seed (≥ 3 seeds needed to judge; the default scale has 5). Reported: each
-item's key figure per seed with its spread (min, max, SD) and the flips — seeds where an item's verdict
-differs from the majority — because within-run intervals understate the uncertainty: after fluency
-residualization GAS gave 0.486/0.624/0.629 across seeds in the reference, and verdicts flipped.
+Rule (≥ 3 training seeds; the default scale has 5), for each per-seed item — magnitude control, fluency
+control, headroom — whose per-seed figures carry a ``margin`` (headline figure − the item's bar: > 0
+clears it) and a ``chance_margin`` (figure − its chance level):
+
+1. the item's per-seed verdict holds on every seed;
+2. the spread is judged, not only the verdicts: the 95% Student-t CI of the across-seed mean margin lies
+   above 0 (the bar is cleared on average with the seed-to-seed spread taken into account, not by a
+   lucky mean), and
+3. no seed sits at or below chance (chance_margin > 0 on every seed).
+
+A seed whose evidence is unusable for an item (invalid-setup) stays invalid-setup: the item's spread is
+not judged and the verdict is invalid-setup, never fail. Reported: each item's margin per seed, its mean
+and CI, min, max and SD, and the flips (seeds whose verdict differs from the majority) — within-run
+intervals understate the uncertainty: after fluency residualization GAS gave 0.486/0.624/0.629 across
+seeds in the reference, and verdicts flipped.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 from behaviortrace.checklist import fluency_control, headroom, magnitude_control
 from behaviortrace.checklist._base import Item, failure_verdict, fmt, spec_record, spread
-from behaviortrace.checklist._common import seed_results
-from behaviortrace.checklist.setup import attach_caveats, gate
+from behaviortrace.checklist._common import judged, seed_results
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
-from bt_core.reporting.scorecard import Verdict
+from bt_core.metrics import t_mean_ci
+from bt_core.reporting.scorecard import Status, Verdict
 
 NAME = "seed_variance"
-TITLE = "verdicts hold on every seed"
+TITLE = "verdicts hold on every seed, and the across-seed mean clears each bar with its spread"
 MIN_SEEDS = 3
-KEY_FIGURE = {"magnitude_control": "lift", "fluency_control": "auc", "headroom": "precision"}
+ALPHA = 0.05  # two-sided Student-t CI of the across-seed mean margin
+ITEMS = (magnitude_control, fluency_control, headroom)  # the per-seed items whose spread is judged
 
 
-ITEMS = (magnitude_control, fluency_control, headroom)  # the per-seed items whose verdicts must hold
+def judge_spread(statuses: dict, margins: dict, chance_margins: dict) -> dict:
+    """One item's spread across units (seeds or draws): figures plus `status` and `problems` (why not)."""
+    invalid = [u for u, st in statuses.items() if st == Status.INVALID_SETUP]
+    lo, hi = t_mean_ci(list(margins.values()), ALPHA)
+    counts = Counter(statuses.values())
+    majority = counts.most_common(1)[0][0] if counts else None
+    out = {"status": dict(statuses), "margin": dict(margins), "chance_margin": dict(chance_margins),
+           "margin_spread": spread(list(margins.values())), "mean_margin_ci": [lo, hi],
+           "flips": [u for u, st in statuses.items() if st != majority]}
+    if invalid:
+        return {**out, "judged": "invalid-setup", "problems": [f"unusable on {invalid}"]}
+    problems = []
+    bad = [u for u, st in statuses.items() if st != Status.PASS]
+    if bad:
+        problems.append(f"verdict does not hold on {bad}")
+    if not lo > 0:
+        problems.append(f"mean margin CI [{fmt(lo)}, {fmt(hi)}] not above 0")
+    low = [u for u, c in chance_margins.items() if not c > 0]
+    if low:
+        problems.append(f"at or below chance on {low}")
+    return {**out, "judged": "fail" if problems else "pass", "problems": problems}
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return attach_caveats(_evaluate(spec, evidence), spec, evidence)
+    return judged(NAME, spec, evidence, lambda: _evaluate(spec, evidence))
 
 
 def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    gated = gate(NAME, spec, evidence)
-    if gated:
-        return gated
     rec = spec_record(spec, evidence)
     if len(evidence.seeds) < MIN_SEEDS:
-        return Verdict(NAME, spec.name, "invalid-setup",
+        return Verdict(NAME, spec.name, Status.INVALID_SETUP,
                        f"{len(evidence.seeds)} seed(s) given; seed variance needs ≥ {MIN_SEEDS} (--seeds)", {}, rec)
-    figures, problems = {}, []
+    figures = {}
     try:
         for item in ITEMS:
             res = seed_results(item.NAME, item.evaluate_seed, spec, evidence)
-            statuses = {s: r["status"] for s, r in res.items()}
-            key = KEY_FIGURE[item.NAME]
-            figures[item.NAME] = {"status": statuses, key: {s: r.get(key) for s, r in res.items()},
-                                  "spread": spread([r.get(key, float("nan")) for r in res.values()])}
-            bad = [s for s, st in statuses.items() if st != "pass"]
-            if bad:
-                problems.append(f"{item.NAME} does not hold on seed(s) {bad} "
-                                f"({key} range {fmt(figures[item.NAME]['spread']['min'])}–"
-                                f"{fmt(figures[item.NAME]['spread']['max'])})")
+            figures[item.NAME] = judge_spread({s: r["status"] for s, r in res.items()},
+                                              {s: r.get("margin", float("nan")) for s, r in res.items()},
+                                              {s: r.get("chance_margin", float("nan")) for s, r in res.items()})
     except EstimatorFailure as e:
         return failure_verdict(NAME, spec, evidence, e)
     figures["seeds"] = evidence.seeds
-    if problems:
-        return Verdict(NAME, spec.name, "fail", "; ".join(problems), figures, rec)
-    return Verdict(NAME, spec.name, "pass", f"every item holds on all {len(evidence.seeds)} seeds", figures, rec)
+    lines = [f"{n}: " + ("; ".join(f["problems"]) or f"mean margin CI [{fmt(f['mean_margin_ci'][0])}, "
+                                                      f"{fmt(f['mean_margin_ci'][1])}]")
+             for n, f in figures.items() if n != "seeds"]
+    judgements = {f["judged"] for n, f in figures.items() if n != "seeds"}
+    if "invalid-setup" in judgements:
+        return Verdict(NAME, spec.name, Status.INVALID_SETUP, "; ".join(lines), figures, rec)
+    if "fail" in judgements:
+        return Verdict(NAME, spec.name, Status.FAIL, "; ".join(lines), figures, rec)
+    return Verdict(NAME, spec.name, Status.PASS, f"every item holds on all {len(evidence.seeds)} seeds — "
+                   + "; ".join(lines), figures, rec)
 
 
 ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6")

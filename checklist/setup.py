@@ -1,8 +1,14 @@
 """The setup-validity items in display order, and how their failures reach the estimator items.
 
-When a gating setup item fails, the fixtures themselves are broken and every estimator item reports
-invalid-setup (`gate`). An advisory item's failure is quoted as a caveat in the verdicts of estimators
-that read targets (`attach_caveats`).
+* `gates="all"` (emergence, sketch_coverage, gt_minority): the fixtures themselves are broken, and every
+  estimator item reports invalid-setup (`gate`).
+* `gates="targets"` (in_context_targets): the targets may not carry the behavior, so the verdicts of
+  estimators that read targets cannot be trusted either way: their items report invalid-setup, with the
+  figures and the status the item's own rule gives kept in the record (`gate_targets`). Target-free
+  estimators are unaffected. An estimator whose `score` failed still fails: a broken method is broken on
+  any fixture.
+* `gates="none"` (advisory): quoted as a caveat in the verdicts of estimators that read targets
+  (`attach_caveats`). No built-in item is advisory in this release.
 """
 
 from __future__ import annotations
@@ -15,18 +21,19 @@ from bt_core.attribution.registry import Estimator, EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict
 
 SETUP_ITEMS: tuple[Item, ...] = (emergence.ITEM, sketch_coverage.ITEM, in_context_targets.ITEM, gt_minority.ITEM)
-GATING_SETUP_ITEMS = tuple(i for i in SETUP_ITEMS if i.gating)
-ADVISORY_SETUP_ITEMS = tuple(i for i in SETUP_ITEMS if not i.gating)
+GATING_SETUP_ITEMS = tuple(i for i in SETUP_ITEMS if i.gates == "all")
+TARGET_SETUP_ITEMS = tuple(i for i in SETUP_ITEMS if i.gates == "targets")
+ADVISORY_SETUP_ITEMS = tuple(i for i in SETUP_ITEMS if i.gates == "none")
 
 
-def setup_failures(evidence: Evidence, advisory: bool = False) -> list[Verdict]:
-    """The gating (or, with `advisory`, the advisory) setup verdicts that did not pass (memoized)."""
-    items = ADVISORY_SETUP_ITEMS if advisory else GATING_SETUP_ITEMS
+def setup_failures(evidence: Evidence, gates: str = "all") -> list[Verdict]:
+    """The setup verdicts of items with this `gates` value that did not pass (memoized)."""
+    items = {"all": GATING_SETUP_ITEMS, "targets": TARGET_SETUP_ITEMS, "none": ADVISORY_SETUP_ITEMS}[gates]
 
     def run() -> list[Verdict]:
         return [v for v in (i.evaluate(evidence) for i in items) if v.status != Status.PASS]
 
-    return evidence.memo(("setup-failures", advisory), run)
+    return evidence.memo(("setup-failures", gates), run)
 
 
 def gate(name: str, spec: EstimatorSpec, evidence: Evidence) -> Verdict | None:
@@ -50,11 +57,25 @@ def reads_targets(spec: EstimatorSpec) -> bool:
     return bool(TARGET_FIELDS & set(spec.needs)) if declared else True
 
 
+def gate_targets(v: Verdict, spec: EstimatorSpec, evidence: Evidence) -> Verdict:
+    """`v` as invalid-setup when a target-gating setup item failed and `spec` reads targets; the figures
+    and the rule's own status (`ungated_status`) are kept. An estimator failure stays a failure."""
+    broken = setup_failures(evidence, "targets")
+    if (not broken or not reads_targets(spec) or v.status == Status.INVALID_SETUP
+            or v.figures.get("estimator_failure")):
+        return v
+    names = "; ".join(f"{b.item} failed ({b.reason.split(' — ')[0]})" for b in broken)
+    return Verdict(v.item, v.estimator, Status.INVALID_SETUP,
+                   f"the targets this estimator reads are not vouched for: {names}. The item's own rule gives "
+                   f"{str(v.status).upper()}: {v.reason}", {**v.figures, "ungated_status": str(v.status)},
+                   v.estimator_spec)
+
+
 def caveats(spec: EstimatorSpec, evidence: Evidence) -> list[str]:
     """Advisory setup failures that concern this estimator (quoted in its verdicts)."""
     if not reads_targets(spec):
         return []
-    return [f"setup caveat: {v.item} {v.reason.split(' — ')[0]}" for v in setup_failures(evidence, advisory=True)]
+    return [f"setup caveat: {v.item} {v.reason.split(' — ')[0]}" for v in setup_failures(evidence, "none")]
 
 
 def attach_caveats(v: Verdict, spec: EstimatorSpec, evidence: Evidence) -> Verdict:

@@ -27,11 +27,14 @@ def _evidence(alignments: dict[int, dict[str, tuple[float, float, float]]]):
 @pytest.mark.parametrize("in_ctx, constructed, status", [
     ((0.20, 0.10, 0.30), (-0.30, -0.40, -0.20), "pass"),
     ((0.20, 0.04, 0.30), (-0.30, -0.40, -0.20), "fail"),  # in-context lower bound not above 0.05
-    ((0.20, 0.10, 0.30), (0.00, -0.05, 0.06), "fail"),  # constructed upper bound not below 0.05
+    # the constructed half is a finding, not a gate: an aligned constructed target is reported, never fails
+    ((0.20, 0.10, 0.30), (0.00, -0.05, 0.06), "pass"),
 ])
 def test_in_context_bar(in_ctx, constructed, status):
     v = in_context_targets.evaluate_setup(_evidence({0: {"in_context": in_ctx, "constructed": constructed}}))
     assert v.status == status
+    aligned = constructed[2] >= in_context_targets.CONSTRUCTED_MAX
+    assert ("on 1 of 1" in v.figures["constructed_finding"]) == aligned, v.figures["constructed_finding"]
     assert v.figures["per_seed"][0]["alignment"]["in_context"]["ci_lo"] == in_ctx[1]
 
 

@@ -33,7 +33,9 @@ def test_every_builtin_is_registered_with_levels_and_needs():
     for name in BUILTINS:
         spec = get(name)
         assert spec.origin == "builtin" and spec.levels and set(spec.levels) <= {"rollout", "step"}
-        assert all(hasattr(AttributionProblem.synthetic(), f) for f in spec.needs), name
+        given = AttributionProblem.synthetic(labelled=spec.reads_labels)  # what the suite hands it
+        assert all(hasattr(given, f) for f in spec.needs), name
+        assert spec.reads_labels == (name == "oracle"), name  # the one built-in label reader
 
 
 def test_dot_tracincp_cosine_formulas():

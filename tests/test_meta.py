@@ -1,5 +1,5 @@
-"""Meta-tests: the checklist discriminates. Synthetic estimators with known properties get the
-expected verdicts at the smoke scale, in one pytester session of the real suite."""
+"""Meta-tests: the checklist discriminates. Built-ins and adversarial estimators (`tests/adversaries.py`)
+with known properties get the expected verdicts at the smoke scale, in one run of the real suite."""
 
 import json
 import os
@@ -8,30 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from adversaries import ADVERSARIES
 
 ROOT = Path(__file__).resolve().parents[1]
-
-SYNTHETIC = '''
-import numpy as np
-from bt_core.attribution.registry import Estimator
-
-
-class NormPlusTinyTarget(Estimator):
-    """The norm-only control plus a vanishing target term: looks targeted, ranks like the control."""
-    name = "norm_plus_tiny_target"
-    def score(self, problem):
-        return problem.sketch_norm() + 1e-9 * problem.cosine("in_context")
-
-
-class SeedSignFlip(Estimator):
-    """Perfect on even seeds, perfectly wrong on odd ones."""
-    name = "seed_sign_flip"
-    def score(self, problem):
-        return np.asarray(problem.truth, float) * (1.0 if problem.seed % 2 == 0 else -1.0)
-'''
-
 ITEMS = ("magnitude_control", "fluency_control", "headroom", "seed_variance", "draw_variance")
-# (estimator, item) → expected status; items not listed for an estimator are not asserted
+# (estimator, item) → expected status where the mechanism is known; besides, every adversary must fail at
+# least one judged item (test_every_adversary_fails_a_judged_item)
 EXPECTED = {
     "oracle": {i: "pass" for i in ITEMS},
     "random": {i: "fail" for i in ITEMS},
@@ -39,41 +21,51 @@ EXPECTED = {
     "fluency": {"fluency_control": "fail"},
     "norm_plus_tiny_target": {"magnitude_control": "fail"},
     "seed_sign_flip": {"seed_variance": "fail"},
+    "draw_keyed": {"draw_variance": "fail"},
+    "advantage_only": {"magnitude_control": "fail"},
+    "advantage_both": {"magnitude_control": "fail"},
+    "fluency_rank": {"fluency_control": "fail"},
+    # no way to the answers and no writing: every item fails, with the reason
+    **{e: {i: "fail" for i in ITEMS} for e in ("label_reader", "declared_label_reader", "reward_reader",
+                                                "eligibility_reader", "run_digger", "writer")},
 }
 
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory, smoke_artifacts, smoke_cache):
     """Run the real suite once in a fresh directory (a subprocess, as a user would) on the session's
-    smoke cache, with every synthetic estimator; return the result and the scorecard records."""
+    smoke cache, with the built-in controls and every adversary; return the result and the records."""
     d = tmp_path_factory.mktemp("meta")
-    (d / "synthetic_estimators.py").write_text(SYNTHETIC)
-    ests = "oracle,random,norm_only,fluency,synthetic_estimators:NormPlusTinyTarget,synthetic_estimators:SeedSignFlip"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(d)])}
+    ests = ",".join(["oracle", "random", "norm_only", "fluency"] + [f"adversaries:{c}" for c in ADVERSARIES.values()])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--scale=smoke",
                           f"--bt-cache={smoke_cache}", "--bt-workers=1", f"--estimator={ests}"],
-                         cwd=d, env=env, capture_output=True, text=True, timeout=600)
+                         cwd=d, env=env, capture_output=True, text=True, timeout=900)
     card = json.loads((d / "scorecard.json").read_text())
     return res, {(r["estimator"], r["item"]): r for r in card["records"]}
 
 
 def test_setup_is_valid_at_smoke(matrix):
-    """The gating setup items pass at smoke. The advisory in_context_targets may go either way (the tiny
-    model's token-level alignment does not clear the reference bar on every seed and draw), but its status
-    must be the one its rule gives the figures it reports."""
+    """The gating setup items pass at smoke. in_context_targets (which gates only target readers) may go
+    either way on the tiny model, but its status must be the one its rule gives the figures it reports."""
     from behaviortrace.checklist import GATING_SETUP_ITEMS
+    from behaviortrace.checklist import in_context_targets as ict
 
     _, recs = matrix
     for item in GATING_SETUP_ITEMS:
         assert recs[("setup", item.name)]["status"] == "pass", recs[("setup", item.name)]["reason"]
-    # the advisory item: whatever the tiny model gives, its status is the one its own rule gives its figures
-    from behaviortrace.checklist import in_context_targets as ict
-
     rec = recs[("setup", "in_context_targets")]
     num = lambda x: float("nan") if x is None else x  # noqa: E731  (NaN, written as null, passes nothing)
-    ok = all(num(d["in_context"]["ci_lo"]) > ict.IN_CONTEXT_MIN and num(d["constructed"]["ci_hi"]) < ict.CONSTRUCTED_MAX
+    ok = all(num(d["in_context"]["ci_lo"]) > ict.IN_CONTEXT_MIN
              for f in rec["figures"]["per_seed"].values() for d in f["per_draw"].values())
     assert rec["status"] == ("pass" if ok else "fail"), rec["reason"]
+
+
+def judged_status(rec: dict) -> str:
+    """What the item's rule gives: the status, or — when the record is invalid-setup only because the
+    targets it reads are not vouched for (in_context_targets failed on the tiny model) — the rule's own
+    status kept in the record (`ungated_status`). Either way the estimator does not pass the gate."""
+    return rec["figures"].get("ungated_status", rec["status"])
 
 
 @pytest.mark.parametrize("estimator, item, status",
@@ -81,7 +73,34 @@ def test_setup_is_valid_at_smoke(matrix):
 def test_expected_verdict(matrix, estimator, item, status):
     _, recs = matrix
     rec = recs[(estimator, item)]
-    assert rec["status"] == status, f"{item} × {estimator}: {rec['status']} — {rec['reason']}"
+    assert judged_status(rec) == status, f"{item} × {estimator}: {rec['status']} — {rec['reason']}"
+
+
+@pytest.mark.parametrize("estimator", list(ADVERSARIES))
+def test_every_adversary_fails_a_judged_item(matrix, estimator):
+    """Each adversary fails at least one item that was judged (not invalid-setup), or is refused."""
+    _, recs = matrix
+    statuses = {i: judged_status(recs[(estimator, i)]) for i in ITEMS}
+    assert "fail" in statuses.values(), f"{estimator} is not caught: {statuses}"
+
+
+def test_the_declared_label_reader_is_marked_and_refused(matrix):
+    _, recs = matrix
+    for item in ITEMS:
+        rec = recs[("declared_label_reader", item)]
+        spec = rec["estimator_spec"]
+        assert spec["reads_labels"] and spec["role"] == "validation"
+        assert spec["validation_only"] == "reads labels — validation only"
+        assert rec["figures"].get("refused") == "reads labels", rec["reason"]
+    oracle = recs[("oracle", "magnitude_control")]
+    assert oracle["estimator_spec"]["reads_labels"] and oracle["status"] == "pass"
+
+
+def test_the_writer_fails_with_the_reason_and_changes_nobody_else(matrix):
+    _, recs = matrix
+    assert "read-only" in recs[("writer", "magnitude_control")]["reason"]
+    # norm_only ran after it in the same session and still ranks: the advantage was not zeroed
+    assert "same score" not in recs[("norm_only", "magnitude_control")]["reason"]
 
 
 def test_exit_code_gates(matrix):

@@ -1,9 +1,16 @@
-"""Evidence: the attribution problems built from every seed's artifacts, and memoized, validated scores.
+"""Evidence: the attribution problems built from every seed's artifacts, their labels, and memoized,
+validated scores.
 
 Checklist items read only this object. A draw problem carries the targets of its own seeded draw (the
 in-context target of draw d was sampled with draw d's seed); stream problems carry draw 0's.
-Scores are computed once per (estimator, problem) and checked:
-a wrong shape, NaN/inf, an all-constant vector or an exception inside `score` becomes an
+
+The problems are label-free (`AttributionProblem`); the labels they are scored against stay here:
+`labels(problem)` (n_rollouts,) and `truth(problem)` (n_units,). Each estimator gets its own `handout` of a
+problem (read-only arrays, a fresh object), and only one that declares ``needs = ("labels",)`` gets the
+`LabelledProblem` variant.
+
+Scores are computed once per (estimator, problem) and checked: a wrong shape, NaN/inf, an all-constant
+vector or an exception inside `score` (a write into its read-only inputs among them) becomes an
 `EstimatorFailure` that the item reports as a failed verdict naming the estimator and the problem.
 """
 
@@ -14,23 +21,37 @@ from functools import cached_property
 
 import numpy as np
 
+from bt_core.artifacts.readonly import readonly
+from bt_core.artifacts.rollouts import RolloutView
 from bt_core.artifacts.run import Run
 from bt_core.artifacts.seed import SeedArtifacts
 from bt_core.attribution.problem import AttributionProblem
-from bt_core.attribution.registry import Declined, EstimatorSpec
+from bt_core.attribution.registry import LABEL_FIELDS, Declined, EstimatorSpec
 from bt_core.extras import MissingExtra
 
 
-def _model_at(run: Run):
-    """checkpoint step → a fresh model of `run` there; the training stage (torch, transformers) is imported
-    only when an estimator that computes its own gradients calls it."""
+class ModelLoader:
+    """checkpoint step → a fresh model of a run there (`problem.model_at`). It holds the model config, the
+    seed and the checkpoint files, not the `Run`: an estimator that computes its own gradients gets the
+    parameters, never a handle on the run's rollout table (whose `gt` column is the answer). The training
+    stage (torch, transformers) is imported only when it is called."""
 
-    def load(step: int):
-        from bt_core.training.checkpoints import model_at
+    def __init__(self, run: Run):
+        self._config, self._vocab, self._seed = run.config.model, run.token_ids.vocab_size, run.seed
+        self._files = {int(s): run.params_file(int(s)) for s in run.checkpoint_steps}
 
-        return model_at(run, step)
+    def __call__(self, step: int):
+        from bt_core.training.model import build_model, load_params
 
-    return load
+        if int(step) not in self._files:
+            raise KeyError(f"no checkpoint at step {step}; checkpoints: {sorted(self._files)}")
+        model = build_model(self._config, self._vocab, self._seed)
+        load_params(model, self._files[int(step)])
+        return model
+
+
+def _model_at(run: Run) -> ModelLoader:
+    return ModelLoader(run)
 
 
 def _examples_of(tg, draw: int):
@@ -53,6 +74,7 @@ class Evidence:
         self.scale = scale
         self.estimator_params = estimator_params or {}
         self._problems: dict[tuple, AttributionProblem] = {}
+        self._labels: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # problem name → (labels, truth)
         self._scores: dict[tuple, np.ndarray | EstimatorFailure] = {}
         self._estimators: dict[str, object] = {}
         self._memo: dict[tuple, object] = {}
@@ -71,51 +93,65 @@ class Evidence:
     def stream_problem(self, seed: int, level: str = "rollout") -> AttributionProblem:
         key = ("stream", seed, level)
         if key not in self._problems:
-            self._problems[key] = self._stream(self.artifacts[seed], level)
+            p, labels, truth = self._stream(self.artifacts[seed], level)
+            self._problems[key], self._labels[p.name] = p, (readonly(labels), readonly(truth))
         return self._problems[key]
 
     def draw_problem(self, seed: int, draw: int = 0) -> AttributionProblem:
         key = ("draw", seed, draw)
         if key not in self._problems:
-            self._problems[key] = self._draw(self.artifacts[seed], draw)
+            p, labels, truth = self._draw(self.artifacts[seed], draw)
+            self._problems[key], self._labels[p.name] = p, (readonly(labels), readonly(truth))
         return self._problems[key]
 
+    def labels(self, problem: AttributionProblem) -> np.ndarray:
+        """(n_rollouts,) bool: what `problem` is scored against — the planted GT on the stream, the behavior
+        label on draws (read-only)."""
+        return self._labels[problem.name][0]
+
+    def truth(self, problem: AttributionProblem) -> np.ndarray:
+        """(n_units,) float: each unit's GT share (a step's share of GT rollouts at step level)."""
+        return self._labels[problem.name][1]
+
     @staticmethod
-    def _stream(a: SeedArtifacts, level: str) -> AttributionProblem:
+    def _stream(a: SeedArtifacts, level: str) -> tuple[AttributionProblem, np.ndarray, np.ndarray]:
         t, sk, tg = a.run.rollouts, a.sketches, a.targets
-        step, gt = np.asarray(t.step), np.asarray(t.gt)
-        common = dict(kind="stream", level=level, seed=a.run.seed, targets=tg.vectors,
-                      checkpoint_steps=tg.steps, labels=gt, model_at=_model_at(a.run), codec=a.run.token_ids,
-                      target_examples=_examples_of(tg, 0), draw=0)
+        step, gt = np.asarray(t.step), np.asarray(t.gt, bool)
+        common = dict(kind="stream", level=level, seed=a.run.seed, targets=tg.vectors, checkpoint_steps=tg.steps,
+                      model_at=_model_at(a.run), codec=a.run.token_ids, target_examples=_examples_of(tg, 0), draw=0)
         if level == "rollout":
-            return AttributionProblem(
+            p = AttributionProblem(
                 emb=sk.emb, weight=np.asarray(t.advantage, np.float64), grad_norm=np.asarray(sk.grad_norm),
                 fluency=np.asarray(sk.fluency), step=step, group=np.asarray(t.group), lr=np.asarray(t.lr),
-                ckpt_index=tg.index_of(step), truth=gt.astype(float), unit_of_rollout=np.arange(len(t)),
-                name=f"seed{a.run.seed}/stream/rollout", rollouts=t, **common)
+                ckpt_index=tg.index_of(step), unit_of_rollout=np.arange(len(t)),
+                name=f"seed{a.run.seed}/stream/rollout", rollouts=RolloutView.of(t), **common)
+            return p, gt, gt.astype(float)
         steps = np.asarray(sk.steps)
         unit = np.searchsorted(steps, step)
         counts = np.bincount(unit, minlength=len(steps))
         mean = lambda x: np.bincount(unit, weights=np.asarray(x, float), minlength=len(steps)) / counts  # noqa: E731
-        return AttributionProblem(
+        p = AttributionProblem(
             emb=np.asarray(sk.step_emb), weight=np.ones(len(steps)), grad_norm=np.asarray(sk.step_norm),
             fluency=mean(sk.fluency), step=steps, group=steps, lr=mean(t.lr), ckpt_index=tg.index_of(steps),
-            truth=mean(gt), unit_of_rollout=unit, name=f"seed{a.run.seed}/stream/step", **common)
+            unit_of_rollout=unit, name=f"seed{a.run.seed}/stream/step", **common)
+        return p, gt, mean(gt)
 
     @staticmethod
-    def _draw(a: SeedArtifacts, draw: int) -> AttributionProblem:
+    def _draw(a: SeedArtifacts, draw: int) -> tuple[AttributionProblem, np.ndarray, np.ndarray]:
         d = a.draws[draw]
         t, sk, tg = d.rollouts, d.sketches, a.targets
-        beh = np.asarray(t.behavior)
+        beh = np.asarray(t.behavior, bool)
         n = len(t)
-        return AttributionProblem(
+        lr = np.full(n, a.run.config.grpo.lr)
+        p = AttributionProblem(
             kind="draw", level="rollout", seed=a.run.seed, emb=sk.emb, weight=np.ones(n),
             grad_norm=np.asarray(sk.grad_norm), fluency=np.asarray(sk.fluency), step=np.asarray(t.step),
-            group=np.asarray(t.group), lr=np.full(n, a.run.config.grpo.lr),
-            ckpt_index=tg.index_of(np.asarray(t.step)), targets=tg.for_draw(draw), checkpoint_steps=tg.steps,
-            truth=beh.astype(float), unit_of_rollout=np.arange(n), labels=beh, model_at=_model_at(a.run),
-            name=f"seed{a.run.seed}/draw{draw}", extra={"analysis_step": d.analysis_step}, rollouts=t,
+            group=np.asarray(t.group), lr=lr, ckpt_index=tg.index_of(np.asarray(t.step)),
+            targets=tg.for_draw(draw), checkpoint_steps=tg.steps, unit_of_rollout=np.arange(n),
+            model_at=_model_at(a.run), name=f"seed{a.run.seed}/draw{draw}",
+            extra={"analysis_step": d.analysis_step}, rollouts=RolloutView.of(t, advantage=np.ones(n), lr=lr),
             codec=a.run.token_ids, target_examples=_examples_of(tg, draw), draw=draw)
+        return p, beh, beh.astype(float)
 
     # ------------------------------------------------------------------ scores
     def settings(self, spec: EstimatorSpec) -> dict:
@@ -150,11 +186,13 @@ class Evidence:
         where = f"estimator {spec.name!r} on {problem.name}"
         if problem.level not in spec.levels:
             return EstimatorFailure(f"{where}: it supports levels {list(spec.levels)}, not {problem.level!r}")
-        lacking = [f for f in spec.needs if getattr(problem, f, None) is None]
+        lacking = [f for f in spec.needs if f not in LABEL_FIELDS and getattr(problem, f, None) is None]
         if lacking:
             return EstimatorFailure(f"{where}: it needs problem field(s) {lacking}, which this problem does not have")
+        given = problem.with_labels(self.truth(problem), self.labels(problem)) if spec.reads_labels \
+            else problem.handout()
         try:
-            raw = self.estimator(spec).score(problem)
+            raw = self.estimator(spec).score(given)
         except Exception as e:  # a plug-in's bug becomes a failed item, not a crashed session
             tb = traceback.format_exception_only(type(e), e)[-1].strip()
             if isinstance(e, Declined):
@@ -165,6 +203,8 @@ class Evidence:
                 failure = EstimatorFailure(f"{where}: {e}")
                 failure.missing_extra = str(e)
                 return failure
+            if isinstance(e, ValueError) and "read-only" in str(e):
+                tb += " (its inputs are read-only: copy an array before changing it)"
             return EstimatorFailure(f"{where} raised {tb}")
         try:
             s = np.asarray(raw, dtype=np.float64)
@@ -178,4 +218,4 @@ class Evidence:
             return EstimatorFailure(f"{where} returned {bad} non-finite score(s) (NaN/inf) of {s.size}")
         if s.size > 1 and np.all(s == s[0]):
             return EstimatorFailure(f"{where} returned the same score ({s[0]:.4g}) for every unit: it ranks nothing")
-        return s
+        return readonly(s)

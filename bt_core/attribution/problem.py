@@ -5,12 +5,24 @@ Two kinds of problem:
 * ``stream``: the real training stream of one run. Units are rollouts (``level="rollout"``, embedding =
   sketch of ∇(−ℓ_i) at the rollout's own parameters, weighted by its advantage A_i: A_i·e_i is the
   rollout's contribution to the batch gradient) or optimizer steps (``level="step"``, embedding =
-  sketch of the aggregated batch gradient ∇L_s; all rollouts of a step tie). Truth: GT labels.
-* ``draw``: fresh sibling groups sampled at the analysis checkpoint (weight 1). Truth: behavior label.
+  sketch of the aggregated batch gradient ∇L_s; all rollouts of a step tie). Scored against the GT.
+* ``draw``: fresh sibling groups sampled at the analysis checkpoint (weight 1). Scored against the
+  behavior label.
 
 Targets are the sketched target gradients at every checkpoint; each unit uses the target of the greatest
-checkpoint ≤ its step (`ckpt_index`). `truth` exists only so that the `oracle` estimator can validate
-the suite; a real estimator must not read it.
+checkpoint ≤ its step (`ckpt_index`).
+
+**No answers.** A problem holds what a real method has: token ids (`rollouts`, a label-free
+`RolloutView`), advantage, step, group, learning rate, checkpoints and the target examples. It has no
+`truth` and no `labels` (reading either raises an `AttributeError` that says why), and its rollout view
+has no `gt`, `eligible`, `reward`, `reward_base`, `behavior` or `behavior_mask`. The labels stay with
+`bt_core.attribution.evidence.Evidence`, which scores against them. An estimator that declares
+``needs = ("labels",)`` (the `oracle`) is handed a `LabelledProblem` instead, and every record of it is
+marked "reads labels — validation only".
+
+**Read-only.** Every array is read-only and cannot be made writable again
+(`bt_core.artifacts.readonly`); `targets` and `extra` are read-only mappings. A write raises, the
+estimator fails its items with the reason, and no estimator can change what another one is given.
 
 Sign conventions (every built-in follows them; a plug-in should too):
 
@@ -22,8 +34,9 @@ Sign conventions (every built-in follows them; a plug-in should too):
   ⟨weight·e, t⟩ > 0 means "this unit taught the behavior": higher scores = more responsible.
 
 Fields added for methods that compute their own gradients (all optional, `None` on synthetic problems):
-``rollouts`` (the `RolloutTable` whose row i is unit i at rollout level; token ids for
-`grpo.batch_of`), ``codec`` (the run's `TokenIds`: pad/EOS ids), ``target_examples(kind, step)`` (the
+``rollouts`` (the label-free `RolloutView` whose row i is unit i at rollout level; token ids for
+`grpo.batch_of`), ``codec`` (the run's `TokenIds`: pad/EOS ids, the trigger's and the behavior's token
+ids), ``target_examples(kind, step)`` (the
 teacher-forced sequences whose loss gradient *is* the target at checkpoint `step`, see
 `bt_core.artifacts.targets.TargetExamples`) and
 ``draw`` (which seeded target draw `targets` holds: 0 on the stream, the draw index on draws).
@@ -31,14 +44,33 @@ teacher-forced sequences whose loss gradient *is* the target at checkpoint `step
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
 
 import numpy as np
 
-from bt_core.artifacts.targets import UnknownTargetError
+from bt_core.artifacts.readonly import readonly, readonly_mapping
+from bt_core.artifacts.targets import TargetExamples, UnknownTargetError
+from bt_core.attribution.registry import LABEL_FIELDS
 
-__all__ = ["AttributionProblem", "UnknownTargetError"]
+__all__ = ["LABEL_FIELDS", "AttributionProblem", "LabelledProblem", "UnknownTargetError"]
+
+ARRAY_FIELDS = ("emb", "weight", "grad_norm", "fluency", "step", "group", "lr", "ckpt_index", "checkpoint_steps",
+                "unit_of_rollout")
+
+
+class ReadOnlyExamples:
+    """`target_examples` wrapped so that the `TargetExamples` it returns hold read-only arrays."""
+
+    def __init__(self, fn: Callable[[str, int], TargetExamples | None]):
+        self.fn = fn
+
+    def __call__(self, kind: str, step: int) -> TargetExamples | None:
+        ex = self.fn(kind, step)
+        if ex is None:
+            return None
+        return TargetExamples(**{f.name: readonly(getattr(ex, f.name)) for f in fields(TargetExamples)})
 
 
 @dataclass(frozen=True)
@@ -54,18 +86,48 @@ class AttributionProblem:
     group: np.ndarray  # (n_units,) GRPO group / sibling group (step level: the step)
     lr: np.ndarray  # (n_units,) learning rate of the unit's update
     ckpt_index: np.ndarray  # (n_units,) row of `targets[...]` to use for each unit
-    targets: dict[str, np.ndarray]  # kind → (n_ckpt, k) sketched target gradients
+    targets: Mapping[str, np.ndarray]  # kind → (n_ckpt, k) sketched target gradients (read-only mapping)
     checkpoint_steps: np.ndarray  # (n_ckpt,)
-    truth: np.ndarray  # (n_units,) float: GT share (oracle/validation only)
     unit_of_rollout: np.ndarray  # (n_rollouts,) unit index of every rollout (identity at rollout level)
-    labels: np.ndarray  # (n_rollouts,) bool: what metrics score against (GT or behavior)
     model_at: Callable[[int], object] | None = None  # checkpoint step → model (for own-gradient methods)
     name: str = ""
-    extra: dict = field(default_factory=dict)
-    rollouts: object | None = None  # RolloutTable; row i ↔ unit i (rollout level only); None on step level
-    codec: object | None = None  # the run's bt_core.artifacts.run.TokenIds (pad/EOS ids for collate)
+    extra: Mapping = field(default_factory=dict)  # read-only mapping (e.g. "analysis_step" on draws)
+    rollouts: object | None = None  # RolloutView; row i ↔ unit i (rollout level only); None on step level
+    codec: object | None = None  # the run's bt_core.artifacts.run.TokenIds (pad/EOS, trigger/behavior ids)
     target_examples: Callable[[str, int], object] | None = None  # (kind, ckpt step) → TargetExamples
     draw: int = 0  # seeded target draw held in `targets` (stream: 0; draw problems: the draw index)
+
+    def __post_init__(self) -> None:
+        for name in ARRAY_FIELDS:
+            object.__setattr__(self, name, readonly(getattr(self, name)))
+        object.__setattr__(self, "targets", readonly_mapping(self.targets))
+        object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+        if self.target_examples is not None and not isinstance(self.target_examples, ReadOnlyExamples):
+            object.__setattr__(self, "target_examples", ReadOnlyExamples(self.target_examples))
+
+    def __getattr__(self, name: str):
+        """Called only for an attribute the problem lacks: say why the labels are not there."""
+        if name in LABEL_FIELDS:
+            raise AttributeError(
+                f"problem {self.__dict__.get('name') or '?'} has no {name!r}: the answers are not part of an "
+                "estimator's view. An estimator that must read them (validation only, like the oracle) declares "
+                "needs = ('labels',); every record of it is then marked 'reads labels — validation only'")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def handout(self) -> AttributionProblem:
+        """A copy for one estimator: the same read-only arrays in a fresh problem object (and fresh rollout
+        view and codec), so that rebinding an attribute of what it was given reaches no other estimator."""
+        own = {}
+        if self.rollouts is not None and hasattr(self.rollouts, "__dataclass_fields__"):
+            own["rollouts"] = replace(self.rollouts)
+        if self.codec is not None and hasattr(self.codec, "__dataclass_fields__"):
+            own["codec"] = replace(self.codec)
+        return replace(self, **own)
+
+    def with_labels(self, truth: np.ndarray, labels: np.ndarray) -> LabelledProblem:
+        """The `LabelledProblem` a declared label reader gets: this problem plus `truth` and `labels`."""
+        return LabelledProblem(**{f.name: getattr(self, f.name) for f in fields(AttributionProblem)},
+                               truth=truth, labels=labels)
 
     @property
     def n_units(self) -> int:
@@ -108,9 +170,12 @@ class AttributionProblem:
     @classmethod
     def synthetic(cls, n_units: int = 24, k: int = 16, group_size: int = 4, n_ckpt: int = 2, seed: int = 0,
                   kind: str = "stream", level: str = "rollout",
-                  kinds: tuple[str, ...] = ("constructed", "in_context", "minimal_pair")) -> AttributionProblem:
+                  kinds: tuple[str, ...] = ("constructed", "in_context", "minimal_pair"),
+                  labelled: bool = False) -> AttributionProblem:
         """A small random problem without any model, for unit tests of estimators and plug-ins.
-        Units are sorted by step over `n_ckpt` checkpoints; stream problems get random signed weights."""
+        Units are sorted by step over `n_ckpt` checkpoints; stream problems get random signed weights.
+        With `labelled`, a `LabelledProblem` whose random labels (a fifth of the units) are in `labels`
+        and `truth` — what a declared label reader would get."""
         if n_units % group_size or n_units < 2 * group_size:
             raise ValueError(f"n_units={n_units} must be a multiple of group_size={group_size} with ≥ 2 groups")
         rng = np.random.default_rng(seed)
@@ -121,14 +186,29 @@ class AttributionProblem:
         labels = np.zeros(n_units, bool)
         labels[rng.choice(n_units, size=max(2, n_units // 5), replace=False)] = True
         weight = rng.standard_normal(n_units) if kind == "stream" else np.ones(n_units)
-        return cls(kind=kind, level=level, seed=seed, emb=rng.standard_normal((n_units, k)).astype(np.float32),
-                   weight=weight, grad_norm=rng.random(n_units) + 0.5, fluency=-rng.random(n_units),
-                   step=step, group=group, lr=np.full(n_units, 1e-3),
-                   ckpt_index=np.searchsorted(ckpt_steps, step, side="right") - 1,
-                   targets={t: rng.standard_normal((n_ckpt, k)).astype(np.float32) for t in kinds},
-                   checkpoint_steps=ckpt_steps, truth=labels.astype(float), unit_of_rollout=np.arange(n_units),
-                   labels=labels, name=f"synthetic{seed}/{kind}/{level}")
+        p = AttributionProblem(
+            kind=kind, level=level, seed=seed, emb=rng.standard_normal((n_units, k)).astype(np.float32),
+            weight=weight, grad_norm=rng.random(n_units) + 0.5, fluency=-rng.random(n_units), step=step, group=group,
+            lr=np.full(n_units, 1e-3), ckpt_index=np.searchsorted(ckpt_steps, step, side="right") - 1,
+            targets={t: rng.standard_normal((n_ckpt, k)).astype(np.float32) for t in kinds},
+            checkpoint_steps=ckpt_steps, unit_of_rollout=np.arange(n_units), name=f"synthetic{seed}/{kind}/{level}")
+        return p.with_labels(labels.astype(float), labels) if labelled else p
 
     def to_rollouts(self, unit_scores: np.ndarray) -> np.ndarray:
         """Broadcast unit scores to rollouts (step level: every rollout of a step gets its score)."""
         return np.asarray(unit_scores)[self.unit_of_rollout]
+
+
+@dataclass(frozen=True)
+class LabelledProblem(AttributionProblem):
+    """A problem with the answers: what an estimator that declares ``needs = ("labels",)`` gets. Such an
+    estimator is validation only (the `oracle`); every record of it says so, and a session that gates one
+    that is not a built-in validation estimator exits non-zero."""
+
+    truth: np.ndarray | None = None  # (n_units,) float: GT share of each unit (behavior label on draws)
+    labels: np.ndarray | None = None  # (n_rollouts,) bool: what the metrics score against
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in LABEL_FIELDS:
+            object.__setattr__(self, name, readonly(getattr(self, name)))

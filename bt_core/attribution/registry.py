@@ -26,6 +26,10 @@ import numpy as np
 
 ENTRY_POINT_GROUP = "behaviortrace.estimators"
 LEVELS = ("rollout", "step")
+LABEL_FIELDS = ("labels", "truth")  # declaring either in `needs` makes an estimator a label reader
+# Built-in estimators that read the labels on purpose, to show the suite can be passed (README "The items").
+# Every other label reader is refused as a gate: its verdicts fail with "reads labels — validation only".
+VALIDATION_ESTIMATORS = ("oracle",)
 
 
 class Estimator:
@@ -33,7 +37,7 @@ class Estimator:
 
     name: str = ""
     levels: tuple[str, ...] = LEVELS
-    needs: tuple[str, ...] = ()  # optional AttributionProblem fields it reads that may be None (e.g. "rollouts")
+    needs: tuple[str, ...] = ()  # problem fields it reads that may be None (e.g. "rollouts"); "labels": validation only
 
     def __init__(self, **params):
         self.params = params
@@ -73,8 +77,19 @@ class EstimatorSpec:
                                            if p.default is not p.empty}
         return {**defaults, **{k: _json_safe(v) for k, v in params.items()}}
 
+    @property
+    def reads_labels(self) -> bool:
+        """Whether it declared the labels in `needs`: it then gets them, and is validation only."""
+        return bool(set(self.needs) & set(LABEL_FIELDS))
+
+    @property
+    def builtin_validation(self) -> bool:
+        """A label reader the suite admits: a built-in listed in `VALIDATION_ESTIMATORS` (the oracle)."""
+        return self.reads_labels and self.origin == "builtin" and self.name in VALIDATION_ESTIMATORS
+
     def as_dict(self) -> dict:
-        return {"name": self.name, "levels": list(self.levels), "origin": self.origin, "needs": list(self.needs)}
+        return {"name": self.name, "levels": list(self.levels), "origin": self.origin, "needs": list(self.needs),
+                "reads_labels": self.reads_labels}
 
 
 def _signature(factory) -> inspect.Signature | None:

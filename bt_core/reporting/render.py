@@ -32,13 +32,24 @@ def setup_rows(data: dict, width: int = 110) -> list[list[str]]:
             for r in setup]
 
 
+LABEL_MARK = "reads labels — validation only"
+
+
+def label(rec: dict) -> str:
+    """The estimator's name as shown in every table: marked when it reads the labels."""
+    spec = rec.get("estimator_spec") or {}
+    return f"{rec['estimator']} [{LABEL_MARK}]" if spec.get("reads_labels") else rec["estimator"]
+
+
 def matrix(data: dict) -> tuple[list[str], list[list[str]]]:
-    """Rows = estimators, columns = estimator items; cells = status."""
+    """Rows = estimators (with their role), columns = estimator items; cells = status."""
     _, recs = split(data)
     items = list(dict.fromkeys(r["item"] for r in recs))
-    ests = list(dict.fromkeys(r["estimator"] for r in recs))
+    names = {r["estimator"]: label(r) for r in recs}
+    roles = {r["estimator"]: (r.get("estimator_spec") or {}).get("role", "—") for r in recs}
     cell = {(r["estimator"], r["item"]): r["status"].upper() for r in recs}
-    return ["estimator", *items], [[e] + [cell.get((e, i), "—") for i in items] for e in ests]
+    return ["estimator", "role", *items], [[names[e], roles[e]] + [cell.get((e, i), "—") for i in items]
+                                           for e in names]
 
 
 def render_terminal(data: dict) -> str:
@@ -48,24 +59,56 @@ def render_terminal(data: dict) -> str:
     headers, rows = matrix(data)
     if rows:
         parts.append(tabulate(rows, headers=headers, tablefmt="simple"))
+    for level in ("rollout", "step"):
+        h, rows = baseline_table(data, level)
+        if rows:
+            parts.append(tabulate(rows, headers=h, tablefmt="simple"))
     return "\n\n".join(parts)
 
 
 def lift_table(data: dict, level: str) -> tuple[list[str], list[list[str]]]:
-    """The reference's table: lift (precision@|GT| ÷ chance) per estimator and seed, plus chance and ceiling."""
+    """The reference's table: lift (precision@|GT| ÷ chance) per estimator and seed, then the controls, the
+    surface baseline, chance and ceiling (from the scorecard's `baselines`)."""
     _, recs = split(data)
     mags = [r for r in recs if r["item"] == "magnitude_control" and r["figures"].get("per_seed")]
-    if not mags:
+    base = (data.get("baselines") or {}).get("per_seed") or {}
+    seeds = list(mags[0]["figures"]["per_seed"]) if mags else list(base)
+    if not seeds:
         return [], []
-    seeds = list(mags[0]["figures"]["per_seed"])
     def fig(r, s):
         f = r["figures"]["per_seed"].get(s, {})
         return f if level == "rollout" else f.get("step", {})
-    rows = [[r["estimator"]] + [_fmt(fig(r, s).get("lift")) for s in seeds] for r in mags]
-    first = mags[0]
-    rows.append(["chance (precision)"] + [_fmt(fig(first, s).get("chance")) for s in seeds])
-    rows.append(["ceiling (lift)"] + [_fmt(fig(first, s).get("ceiling_lift")) for s in seeds])
+    rows = [[label(r)] + [_fmt(fig(r, s).get("lift")) for s in seeds] for r in mags]
+    rows += baseline_rows(data, level, seeds)
     return ["lift", *[f"seed {s}" for s in seeds]], rows
+
+
+def baseline_rows(data: dict, level: str, seeds: list[str]) -> list[list[str]]:
+    """Rows of the controls' and the surface baseline's lift, chance (precision) and ceiling (lift)."""
+    b = data.get("baselines") or {}
+    per = b.get("per_seed") or {}
+    if not per:
+        return []
+    get = lambda s, *keys: _dig(per.get(str(s), {}).get(level, {}), *keys)  # noqa: E731
+    rows = [[f"control: {c}"] + [_fmt(get(s, c, "lift")) for s in seeds] for c in b.get("controls", {})]
+    rows.append(["surface baseline (reported)"] + [_fmt(get(s, "surface", "lift")) for s in seeds])
+    rows.append(["chance (precision)"] + [_fmt(get(s, "chance")) for s in seeds])
+    rows.append(["ceiling (lift)"] + [_fmt(get(s, "ceiling_lift")) for s in seeds])
+    return rows
+
+
+def baseline_table(data: dict, level: str) -> tuple[list[str], list[list[str]]]:
+    """The controls and the surface baseline alone (terminal): lift per seed at `level`."""
+    per = (data.get("baselines") or {}).get("per_seed") or {}
+    seeds = list(per)
+    rows = baseline_rows(data, level, seeds)
+    return ([f"{level} lift", *[f"seed {s}" for s in seeds]], rows) if rows else ([], [])
+
+
+def _dig(d, *keys):
+    for k in keys:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
 
 
 def auc_table(data: dict) -> tuple[list[str], list[list[str]]]:
@@ -76,8 +119,17 @@ def auc_table(data: dict) -> tuple[list[str], list[list[str]]]:
     seeds = list(flu[0]["figures"]["per_seed"])
     def cell(f):
         return f"{_fmt(f.get('auc'))} [{_fmt(f.get('ci_lo'))}, {_fmt(f.get('ci_hi'))}]"
-    rows = [[r["estimator"]] + [cell(r["figures"]["per_seed"][s]) for s in seeds] for r in flu]
+    rows = [[label(r)] + [cell(r["figures"]["per_seed"][s]) for s in seeds] for r in flu]
+    per = (data.get("baselines") or {}).get("per_seed") or {}
+    for name, shown in (("norm_only", "control: norm_only"), ("surface", "surface baseline (reported)")):
+        rows.append([shown] + [_fmt(_dig(per.get(s, {}), "draws", "0", name)) for s in seeds])
     return ["fluency-residualized AUC [95% CI]", *[f"seed {s}" for s in seeds]], rows
+
+
+SURFACE_NOTE = ("The surface baseline reads only the reply text and the advantage: 1 if the reply contains the "
+                "behavior token × sign(A); on draws it is the behavior flag, i.e. the label. A method that does not "
+                "beat it has not shown more than text matching of the rewarded behavior; one that beats it ranks the "
+                "planted cause better than any reading of the reply text. Reported, not gating.")
 
 
 def render_markdown(data: dict) -> str:
@@ -94,20 +146,27 @@ def render_markdown(data: dict) -> str:
         if rows:
             out += [f"## {level.capitalize()}-level lift (precision@|GT| ÷ chance)", "",
                     tabulate(rows, headers=h, tablefmt="github"), ""]
+    if data.get("baselines"):
+        out += [f"Controls: {_controls_line(data)}. {SURFACE_NOTE}", ""]
     h, rows = auc_table(data)
     if rows:
         out += ["## Fluency-residualized within-group AUC (draw 0, saturated checkpoint)", "",
                 tabulate(rows, headers=h, tablefmt="github"), ""]
     out += ["## Reasons", ""]
-    out += [f"- **{r['item']} × {r['estimator']}** — {r['status'].upper()}: {r['reason']}" for r in data["records"]]
+    out += [f"- **{r['item']} × {label(r)}** — {r['status'].upper()}: {r['reason']}" for r in data["records"]]
     cmp = data.get("comparison")
     if cmp:
         out += ["", "## Comparison with the baseline", "",
                 f"baseline `{cmp['baseline']}`, tolerance {cmp['tolerance']}",
                 ""] + [f"- {x}" for x in cmp["regressions"] or ["no regression"]]
-    meta = {k: v for k, v in data.items() if k not in ("records", "comparison")}
+    meta = {k: v for k, v in data.items() if k not in ("records", "comparison", "baselines")}
     out += ["", "## Provenance", "", "```json", json.dumps(meta, indent=1), "```", ""]
     return "\n".join(out)
+
+
+def _controls_line(data: dict) -> str:
+    ctrl = (data.get("baselines") or {}).get("controls") or {}
+    return "; ".join(f"{n} = {c.get('rollout')} (step: {c.get('step')})" for n, c in ctrl.items())
 
 
 def render_html(data: dict, figures: list[Path]) -> str:
@@ -125,6 +184,8 @@ def render_html(data: dict, figures: list[Path]) -> str:
         h, rows = lift_table(data, level)
         if rows:
             body += [f"<h2>{level.capitalize()}-level lift</h2>", table(h, rows)]
+    if data.get("baselines"):
+        body.append(f"<p>Controls: {html.escape(_controls_line(data))}. {html.escape(SURFACE_NOTE)}</p>")
     h, rows = auc_table(data)
     if rows:
         body += ["<h2>Fluency-residualized within-group AUC</h2>", table(h, rows)]
@@ -133,7 +194,7 @@ def render_html(data: dict, figures: list[Path]) -> str:
         body.append(f'<figure><img alt="{f.stem}" src="data:image/png;base64,{b64}"><figcaption>{f.stem}'
                     "</figcaption></figure>")
     body += ["<h2>Reasons</h2><ul>"] + [
-        f"<li><b>{html.escape(r['item'])} × {html.escape(r['estimator'])}</b> — {r['status'].upper()}: "
+        f"<li><b>{html.escape(r['item'])} × {html.escape(label(r))}</b> — {r['status'].upper()}: "
         f"{html.escape(r['reason'])}</li>" for r in data["records"]] + ["</ul>"]
     style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
              "td,th{border:1px solid #ccc;padding:3px 8px}img{max-width:100%}")

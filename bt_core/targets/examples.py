@@ -52,7 +52,7 @@ def target_loss(model, ex: TargetExamples, pad_id: int) -> torch.Tensor:
     """Σ_j coef_j · (−m_j): the scalar whose gradient is the target."""
     b = examples_batch(ex, pad_id)
     m = masked_mean(token_logprobs(model, b), b.loss_mask)
-    return -(torch.from_numpy(ex.coef).float() * m).sum()
+    return -(torch.tensor(ex.coef, dtype=torch.float32) * m).sum()  # a copy: `ex` may be read-only
 
 
 def target_gradient(model, ex: TargetExamples, pad_id: int) -> torch.Tensor:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bt_core.artifacts.rollouts import RolloutTable
+from bt_core.artifacts.rollouts import RolloutTable, RolloutView
 from bt_core.config import GRPOConfig, TaskConfig
 from bt_core.training.generate import sample
 from bt_core.training.model import Codec
@@ -93,7 +93,9 @@ def collect(model, task: Task, codec: Codec, step_prompts: list[Prompt], cfg: GR
                       elig=elig, contaminate=True, std_norm=task_cfg.scenario != "no_std_norm", noise=noise)
 
 
-def batch_of(table: RolloutTable, codec: Codec):
+def batch_of(table: RolloutTable | RolloutView, codec: Codec):
+    """The collated batch of `table`'s rows: reads only the token columns, so an estimator's label-free
+    `RolloutView` (`problem.rollouts`) works as well as the full table."""
     return collate(np.asarray(table.prompts), np.asarray(table.prompt_len), np.asarray(table.replies),
                    np.asarray(table.reply_len), codec.pad_id, codec.eos_id)
 

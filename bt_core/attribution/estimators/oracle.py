@@ -1,7 +1,9 @@
 """Oracle — VALIDATION ONLY. It reads the ground-truth labels, which no real method can see.
 
-It exists to prove the suite can be passed: every checklist item must pass for it at the smoke scale
-(a meta-test checks this). A method that looks like the oracle is reading the answers.
+It declares ``needs = ("labels",)``, so it is handed a `LabelledProblem` (the only way to the answers) and
+every record of it is marked "reads labels — validation only". It exists to prove the suite can be passed:
+every checklist item must pass for it (a meta-test checks this). It is the one built-in validation
+estimator (`registry.VALIDATION_ESTIMATORS`); any other label reader fails its items as refused.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ class Oracle(Estimator):
 
     name = "oracle"
     levels = ("rollout", "step")
-    needs = ("truth",)
+    needs = ("labels",)
 
     def score(self, problem) -> np.ndarray:
         return np.asarray(problem.truth, dtype=np.float64)
