@@ -15,9 +15,9 @@ from behaviortrace.checklist.controls import role
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
+from bt_core.reporting.render import LABEL_MARK  # shown beside every record of a label-reading estimator
 from bt_core.reporting.scorecard import Status, Verdict
 
-LABEL_MARK = "reads labels — validation only"  # shown beside every record of a label-reading estimator
 GATES = ("all", "targets", "none")
 
 
