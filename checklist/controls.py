@@ -21,16 +21,19 @@ constant, so fluency_control compares with norm_only alone.
 **The surface baseline** reads only the reply text and the advantage: 1 if the reply contains the
 behavior's token ids (`TokenIds.behavior_ids`, what a text search for "qzxbt" finds) × sign(A); on draws
 (weight 1) it is the behavior flag itself, i.e. the draw label. It is computed by the suite on the same
-fixtures and reported on every scorecard beside the controls; in this release it does not gate.
+fixtures and shown on every scorecard beside the controls. On the stream it gates `magnitude_control` like
+the controls (a pass must beat it by the paired rule at both levels; the reasoning is in that module); on
+draws it is the label itself, so `fluency_control` reports it and cannot gate on it.
 
 What beating it means. The planted cause is visible in the text: a GT rollout is an early, rewarded
 reply that shows the behavior. A method that does *not* beat the surface baseline has not shown that it
 knows more than "which rewarded replies contain the behavior string" — its pass on the label-scored items
-may be surface matching, not attribution. A method that beats it ranks the GT better than any reading of
-the reply text and the advantage's sign. On draws nothing can beat it (it is the label), so the draw
-items (fluency_control, draw_variance) measure agreement with a text-visible label; only a counterfactual
-check (retraining without the top-ranked rollouts, issue 12's LDS item) separates attribution from
-surface reading there.
+may be surface matching, not attribution: it fails `magnitude_control`. A method that beats it ranks the
+GT better than this reading of the reply text and the advantage's sign — not better than every reading:
+a heuristic that also reads the trigger and the step comes close to the ceiling on this fixture. On
+draws nothing can beat it (it is the label), so the draw items (fluency_control, draw_variance) measure
+agreement with a text-visible label. Only a counterfactual check (retraining without what a method ranks
+first: the LDS item) separates attribution from surface reading.
 
 **Built-in controls as estimators** (`norm_only`, `random`, `fluency`, see `ROLES`). They are judged by the
 same rules as any method and are not failed by fiat: a verdict is a statement about a score vector, and a
@@ -142,8 +145,8 @@ def baselines(evidence: Evidence) -> dict:
     from bt_core.metrics import ceiling_precision, chance, precision_at_k, residualize, within_group_auc
 
     out = {"controls": {c.name: {"rollout": c.rollout_rule, "step": c.step_rule} for c in CONTROLS},
-           "surface": "1[reply contains the behavior's token ids] × sign(A) (step: summed); draws: the behavior "
-                      "flag — reported, not gating", "per_seed": {}}
+           "surface": "1[reply contains the behavior's token ids] × sign(A) (step: summed), gates "
+                      "magnitude_control; draws: the behavior flag — reported, not gating", "per_seed": {}}
     for seed in evidence.seeds:
         pr, ps = evidence.stream_problem(seed, "rollout"), evidence.stream_problem(seed, "step")
         labels = evidence.labels(pr)

@@ -2,7 +2,8 @@
 
 Rule, on every seed, on the real training rollouts scored against the planted GT: the estimator's
 precision@|GT| must exceed that of EACH target-free control (`behaviortrace.checklist.controls`: the
-advantage A, the signed update size A·‖e‖ and the reference's norm-only |A|·‖e‖), with the 95% paired
+advantage A, the signed update size A·‖e‖, the reference's norm-only |A|·‖e‖, and the surface baseline
+1[reply shows the behavior] × sign(A), which reads the reply's text), with the 95% paired
 cluster-bootstrap CI of the difference (steps resampled, `N_BOOT` resamples) above 0 — at rollout level
 and at step level. Every estimator is judged at both levels: one without a step level is judged on its
 rollout scores summed per step, one without a rollout level on its step scores broadcast to the rollouts
@@ -11,8 +12,18 @@ ceiling ranking itself (rollouts ordered by their label at rollout level; steps 
 level, all rollouts of a step tied) must beat the control by the same paired-bootstrap rule. Where even
 the ceiling cannot, no method can, and the comparison is reported ("n/a: no room above it" — the P1/P2
 situation of a control at or near the ceiling), not judged. Reported beside it, per seed and level:
-precision, lift, chance and ceiling (the reference's tables) and the surface baseline (reported, not
-gating; what beating it means: `controls`).
+precision, lift, chance and ceiling (the reference's tables).
+
+Why the surface baseline gates here. The stream's GT is visible in the text (an early, rewarded reply
+that shows the behavior): "behavior string present × sign(A)", with no gradient and no target, reaches
+lift 11–12× at rollout level on the default fixture, above every gradient method. A method that does not
+rank the planted cause better than that reading of the reply has not shown attribution on this item, so
+the text is one of the controls a pass must beat (the product's rule: every item is judged against the
+strongest control a method could have without the target or the gradient — the advantage, the gradient's
+size, the reply's text). On draws the surface baseline is the label itself and cannot gate (nothing beats
+it); `fluency_control` reports it. A smarter text heuristic (trigger ∧ behavior ∧ rewarded, earliest
+first) comes close to the ceiling on this fixture: label-scored items cannot tell such reading from
+attribution, which is why the causal check scores methods against retraining.
 
 Rationale: with std-normalized advantages a step's gradient size tracks how many groups had reward
 variance, which the contamination creates, so ‖gradient‖ alone "finds" the contaminated steps; and the
@@ -49,7 +60,7 @@ from bt_core.metrics import (
 from bt_core.reporting.scorecard import Verdict
 
 NAME = "magnitude_control"
-TITLE = "beats every target-free control (advantage, signed and unsigned gradient size) at both levels"
+TITLE = "beats every target-free control (advantage, signed and unsigned gradient size, reply text) at both levels"
 HEADLINE = "lift"  # figure compared against a baseline scorecard (--scorecard-compare)
 N_BOOT = 10_000  # paired cluster-bootstrap resamples (see the module docstring)
 ALPHA = 0.05  # two-sided; the CI's lower bound of (estimator − control) must exceed 0
@@ -100,7 +111,6 @@ def level_figures(spec: EstimatorSpec, evidence: Evidence, seed: int, level: str
     for name in (*controls.CONTROL_NAMES, controls.SURFACE):
         other = controls.stream_scores(evidence, seed, level, name)
         vs[name] = _versus(prec, boot, other, _resampled(evidence, seed, ("control", name, level), other), labels, ch)
-    surface = vs.pop(controls.SURFACE)
     top = _ceiling_boot(evidence, seed, level)
     for name, c in vs.items():
         other = _resampled(evidence, seed, ("control", name, level), None)
@@ -109,7 +119,7 @@ def level_figures(spec: EstimatorSpec, evidence: Evidence, seed: int, level: str
     strongest = max(vs, key=lambda n: vs[n]["precision"])
     return {"precision": prec, "lift": prec / ch, "scores": how, "chance": ch, "ceiling": ceil,
             "ceiling_lift": ceil / ch, "controls": vs, "strongest_control": strongest,
-            "control_lift": vs[strongest]["lift"], "surface": surface}
+            "control_lift": vs[strongest]["lift"], "surface": vs[controls.SURFACE]}
 
 
 def _level_why(level: str, f: dict) -> str:
@@ -119,7 +129,7 @@ def _level_why(level: str, f: dict) -> str:
     worst = min(f["controls"].values(), key=lambda c: c["ci_lo"] if c["judged"] else np.inf)
     verdict = f"FAILS vs {', '.join(lost)}" if lost else "beats every control"
     return (f"{level} lift {fmt(f['lift'])}× ({f['scores']}) vs {parts}; min Δprecision CI lower "
-            f"{fmt(worst['ci_lo'])}: {verdict}; surface {fmt(f['surface']['lift'])}× (reported)")
+            f"{fmt(worst['ci_lo'])}: {verdict}")
 
 
 def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:

@@ -24,6 +24,7 @@ EXPECTED = {
     "draw_keyed": {"draw_variance": "fail"},
     "advantage_only": {"magnitude_control": "fail"},
     "advantage_both": {"magnitude_control": "fail"},
+    "surface_sign_advantage": {"magnitude_control": "fail"},  # it is the surface baseline: cannot beat itself
     "fluency_rank": {"fluency_control": "fail"},
     # no way to the answers and no writing: every item fails, with the reason
     **{e: {i: "fail" for i in ITEMS} for e in ("label_reader", "declared_label_reader", "reward_reader",

@@ -91,7 +91,7 @@ def baseline_rows(data: dict, level: str, seeds: list[str]) -> list[list[str]]:
         return []
     get = lambda s, *keys: _dig(per.get(str(s), {}).get(level, {}), *keys)  # noqa: E731
     rows = [[f"control: {c}"] + [_fmt(get(s, c, "lift")) for s in seeds] for c in b.get("controls", {})]
-    rows.append(["surface baseline (reported)"] + [_fmt(get(s, "surface", "lift")) for s in seeds])
+    rows.append(["surface baseline"] + [_fmt(get(s, "surface", "lift")) for s in seeds])
     rows.append(["chance (precision)"] + [_fmt(get(s, "chance")) for s in seeds])
     rows.append(["ceiling (lift)"] + [_fmt(get(s, "ceiling_lift")) for s in seeds])
     return rows
@@ -121,15 +121,15 @@ def auc_table(data: dict) -> tuple[list[str], list[list[str]]]:
         return f"{_fmt(f.get('auc'))} [{_fmt(f.get('ci_lo'))}, {_fmt(f.get('ci_hi'))}]"
     rows = [[label(r)] + [cell(r["figures"]["per_seed"][s]) for s in seeds] for r in flu]
     per = (data.get("baselines") or {}).get("per_seed") or {}
-    for name, shown in (("norm_only", "control: norm_only"), ("surface", "surface baseline (reported)")):
+    for name, shown in (("norm_only", "control: norm_only"), ("surface", "surface baseline (the label)")):
         rows.append([shown] + [_fmt(_dig(per.get(s, {}), "draws", "0", name)) for s in seeds])
     return ["fluency-residualized AUC [95% CI]", *[f"seed {s}" for s in seeds]], rows
 
 
 SURFACE_NOTE = ("The surface baseline reads only the reply text and the advantage: 1 if the reply contains the "
                 "behavior token × sign(A); on draws it is the behavior flag, i.e. the label. A method that does not "
-                "beat it has not shown more than text matching of the rewarded behavior; one that beats it ranks the "
-                "planted cause better than any reading of the reply text. Reported, not gating.")
+                "beat it on the stream has not shown more than text matching of the rewarded behavior and fails "
+                "magnitude_control; on draws it is the label and is only reported.")
 
 
 def render_markdown(data: dict) -> str:
