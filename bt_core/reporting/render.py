@@ -41,13 +41,20 @@ def label(rec: dict) -> str:
     return f"{rec['estimator']} [{LABEL_MARK}]" if spec.get("reads_labels") else rec["estimator"]
 
 
+def status_cell(rec: dict) -> str:
+    """The status, and what the item's own rule gives when the record is invalid-setup only because the
+    targets it reads are not vouched for (`ungated_status`)."""
+    rule = (rec.get("figures") or {}).get("ungated_status")
+    return rec["status"].upper() + (f" (rule: {rule.upper()})" if rule else "")
+
+
 def matrix(data: dict) -> tuple[list[str], list[list[str]]]:
     """Rows = estimators (with their role), columns = estimator items; cells = status."""
     _, recs = split(data)
     items = list(dict.fromkeys(r["item"] for r in recs))
     names = {r["estimator"]: label(r) for r in recs}
     roles = {r["estimator"]: (r.get("estimator_spec") or {}).get("role", "—") for r in recs}
-    cell = {(r["estimator"], r["item"]): r["status"].upper() for r in recs}
+    cell = {(r["estimator"], r["item"]): status_cell(r) for r in recs}
     return ["estimator", "role", *items], [[names[e], roles[e]] + [cell.get((e, i), "—") for i in items]
                                            for e in names]
 
@@ -62,7 +69,7 @@ def render_terminal(data: dict) -> str:
     for level in ("rollout", "step"):
         h, rows = baseline_table(data, level)
         if rows:
-            parts.append(tabulate(rows, headers=h, tablefmt="simple"))
+            parts.append(tabulate(rows, headers=h, tablefmt="simple", disable_numparse=True))
     return "\n\n".join(parts)
 
 
