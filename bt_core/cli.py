@@ -45,9 +45,11 @@ def _cmd_train(args) -> int:
         print(f"error: --out {out} exists and is not empty; choose a new directory or delete it", file=sys.stderr)
         return 2
     scale = get_scale(args.scale)
+    grpo = dataclasses.replace(scale.run.grpo, backend=args.backend or scale.run.grpo.backend)
+    if args.steps is not None:  # a quick check: fewer GRPO steps, checkpoints clamped to fit
+        grpo = dataclasses.replace(grpo, steps=args.steps, checkpoint_every=min(grpo.checkpoint_every, args.steps))
     cfg = dataclasses.replace(scale.run, seed=args.seed,
-                              task=dataclasses.replace(scale.run.task, scenario=args.scenario),
-                              grpo=dataclasses.replace(scale.run.grpo, backend=args.backend))
+                              task=dataclasses.replace(scale.run.task, scenario=args.scenario), grpo=grpo)
     from bt_core.artifacts.keys import run_key
     from bt_core.training.loop import train_run
 
@@ -77,12 +79,14 @@ def _cmd_show(args) -> int:
         return 2
     summary = json.loads((d / "summary.json").read_text())
     probes = json.loads((d / "probes.json").read_text())
-    flat = {**{k: v for k, v in summary.items() if k != "timings"}, "wall_s": summary["timings"]["wall_s"],
+    flat = {**{k: v for k, v in summary.items() if k != "timings"}, "model": _model_of(d, manifest),
+            "wall_s": summary["timings"]["wall_s"],
             "timings": summary["timings"], "s_b_curve": probes, "config_hash": manifest["key"]}
     if args.json:
         print(json.dumps(flat))
         return 0
-    print(tabulate([[k, v] for k, v in flat.items() if k not in ("s_b_curve", "timings")],
+    print(tabulate([[k, v] for k, v in flat.items() if k not in ("s_b_curve", "timings", "model")]
+                   + [[f"model.{k}", v] for k, v in flat["model"].items()],
                    headers=["field", "value"]))
     print()
     print(tabulate([[p["step"], p["s_b"], p["control_rate"], p["sampled_rate"]] for p in probes],
@@ -90,6 +94,16 @@ def _cmd_show(args) -> int:
     print()
     print(tabulate(list(summary["timings"].items()), headers=["timing", "seconds"]))
     return 0
+
+
+def _model_of(d: Path, manifest: dict) -> dict:
+    """The model a run names: what its summary recorded, else (older runs) what its config describes."""
+    summary = json.loads((d / "summary.json").read_text())
+    if "model" in summary:
+        return summary["model"]
+    cfg = manifest.get("config", {}).get("model", {})
+    return {"name": cfg.get("path") or "tiny-llama (built from config)", "path": cfg.get("path"),
+            "gguf_file": cfg.get("gguf_file"), "package": cfg.get("package")}
 
 
 def _cmd_bench_sketch(args) -> int:
@@ -169,7 +183,7 @@ def check(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bt_core.config import BACKENDS, SCENARIOS
+    from bt_core.config import BACKENDS, SCALES, SCENARIOS
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["check"]:  # everything after `check` belongs to pytest and the suite
@@ -183,13 +197,16 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--json", action="store_true", help="print a JSON list of {name, levels, origin}")
     e.set_defaults(fn=_cmd_estimators)
     t = sub.add_parser("train", help="train one planted-behavior run into a directory")
-    t.add_argument("--scale", default="default", choices=["smoke", "default"], help="preset (default: default)")
+    t.add_argument("--scale", default="default", choices=list(SCALES),
+                   help="preset (default: default; real needs the [real] extra, paper a local model)")
     t.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     t.add_argument("--out", required=True, help="new directory for the run")
     t.add_argument("--scenario", default="reference", choices=list(SCENARIOS),
                    help="reward/advantage variant (default: reference)")
-    t.add_argument("--backend", default="native", choices=list(BACKENDS),
-                   help="training loop: native or TRL's GRPOTrainer (default: native)")
+    t.add_argument("--backend", default=None, choices=list(BACKENDS),
+                   help="training loop: native or TRL's GRPOTrainer (default: the scale's; native except paper)")
+    t.add_argument("--steps", type=int, default=None, metavar="N",
+                   help="GRPO steps instead of the scale's (a quick check, e.g. --steps 2)")
     t.add_argument("--quiet", action="store_true", help="no progress bars")
     t.set_defaults(fn=_cmd_train)
     s = sub.add_parser("show", help="summarize a run directory")
@@ -203,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if getattr(args, "seed", 0) is not None and getattr(args, "seed", 0) < 0:
         p.error(f"--seed {args.seed}: must be a non-negative integer")
+    if getattr(args, "steps", None) is not None and args.steps < 1:
+        p.error(f"--steps {args.steps}: must be ≥ 1 (GRPO steps to train)")
     return args.fn(args)
 
 

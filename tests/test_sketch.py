@@ -58,6 +58,27 @@ def test_engines_match_single_backwards(smoke_batch, engine):
     assert all(p.grad is None for p in model.parameters())  # engines never touch .grad
 
 
+def test_row_slabs_equal_whole_blocks(smoke_batch, monkeypatch):
+    """A parameter too big for one per-example block (the real scale's tied 49,152 × 576 embedding) is
+    yielded in row slabs: with a tiny slab limit every 2-D weight is slabbed, the tied embedding's lookup
+    and lm_head halves are summed per slab, and the gradients, norms and sketch equal the whole-block path."""
+    from bt_core.gradients import pergrad
+
+    _, model, batch = smoke_batch
+    whole, ell = HookGrads()(model, batch)
+    proj = CountSketch(whole.shape[1], 512)
+    emb_whole, norm_whole, _ = embed_batch(model, batch, proj, HookGrads())
+    monkeypatch.setattr(pergrad, "CHUNK_ELEMS", 7 * len(batch) * 32)  # 7 rows of width 32 per slab
+    blocks, _ = HookGrads().blocks(model, batch)
+    widths = [blk.shape[1] for _, blk in blocks]
+    assert max(widths) <= 7 * 64  # nothing bigger than a slab was materialized (width ≤ 64 here)
+    slabbed, ell2 = HookGrads()(model, batch)
+    _assert_close(slabbed, LoopGrads()(model, batch)[0])
+    assert torch.allclose(slabbed, whole, rtol=1e-5, atol=1e-7) and torch.equal(ell, ell2)
+    emb, norm, _ = embed_batch(model, batch, proj, HookGrads())
+    assert torch.allclose(emb, emb_whole, rtol=1e-4, atol=1e-6) and torch.allclose(norm, norm_whole, rtol=1e-5)
+
+
 def test_hooks_engine_handles_linear_biases_and_untied_heads():
     """A tiny Qwen2 (q/k/v biases, untied lm_head) built from a config: hooks still equal single backwards."""
     from transformers import Qwen2Config, Qwen2ForCausalLM

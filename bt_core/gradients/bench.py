@@ -48,10 +48,10 @@ def workload(batch_size: int, n_batches: int, run_dir: str | None = None, seed: 
     from bt_core.training.loop import _pad
     from bt_core.training.model import build_codec, build_model
     from bt_core.training.objective import collate
-    from bt_core.training.task import Task
+    from bt_core.training.task_natural import make_task
 
     cfg = get_scale("default").run
-    codec, task = build_codec(cfg.model), Task(cfg.task)
+    codec, task = build_codec(cfg.model, cfg.task), make_task(cfg.task)
     model = build_model(cfg.model, codec.vocab_size, seed)
     prompts = task.pool_order(seed, batch_size * n_batches)
     gen = torch.Generator().manual_seed(seed)
