@@ -109,8 +109,10 @@ def _model_of(d: Path, manifest: dict) -> dict:
 def _cmd_bench_sketch(args) -> int:
     from bt_core.gradients.bench import bench_sketch
 
-    res = bench_sketch(k=args.k, batch_size=args.batch_size, n_batches=args.batches, repeats=args.repeats,
-                       run_dir=args.run, slow=not args.no_slow, clock=args.clock)
+    big = args.scale in ("real", "paper")  # a pretrained model: small batches, fewer passes
+    res = bench_sketch(k=args.k, batch_size=args.batch_size or (4 if big else 64), n_batches=args.batches,
+                       repeats=args.repeats or (2 if big else 5), run_dir=args.run, slow=not args.no_slow,
+                       clock=args.clock, scale=args.scale)
     if args.json:
         print(json.dumps(res))
         return 0
@@ -119,6 +121,9 @@ def _cmd_bench_sketch(args) -> int:
                     for key in keys], headers=["method", "rollouts/s", "÷ bare_backward"]))
     print()
     print(tabulate(list(res["ratios"].items()), headers=["ratio", "value"]))
+    if res.get("dense_extrapolated_from_coords"):
+        print(f"\ndense and traker: projection timed on the first {res['dense_extrapolated_from_coords']:,} of "
+              f"{res['n_params']:,} coordinates and scaled linearly (gradients timed whole)")
     return 0
 
 
@@ -126,10 +131,13 @@ def _add_bench_sketch(sub) -> None:
     b = sub.add_parser("bench-sketch", help="rollouts/s of per-rollout gradients: bare, +CountSketch, +dense, "
                        "+traker BasicProjector (same batches)")
     b.add_argument("--k", type=int, default=8192, metavar="K", help="projection width (default: 8192)")
-    b.add_argument("--batch-size", type=int, default=64, metavar="B", help="rollouts per batch (default: 64)")
+    b.add_argument("--scale", default="default", choices=["smoke", "default", "real"],
+                   help="whose model and prompts (default: default; real = SmolLM2-135M, needs the [real] extra)")
+    b.add_argument("--batch-size", type=int, default=None, metavar="B",
+                   help="rollouts per batch (default: 64; 4 at the real scale)")
     b.add_argument("--batches", type=int, default=2, metavar="N", help="batches in the workload (default: 2)")
-    b.add_argument("--repeats", type=int, default=5, metavar="R",
-                   help="passes of the fast methods; the best is reported (default: 5)")
+    b.add_argument("--repeats", type=int, default=None, metavar="R",
+                   help="passes of the fast methods; the best is reported (default: 5; 2 at the real scale)")
     b.add_argument("--run", default=None, metavar="DIR",
                    help="use this run's checkpoint-0 model and first rollouts (default: the default-scale model "
                         "at init with sampled replies)")

@@ -222,3 +222,15 @@ def test_coverage_catches_first_k_even_when_it_keeps_the_token_rows(smoke_artifa
     assert all(r["ok"] for r in rep["token_rows"].values())
     assert not rep["ok"] and not rep["parameters"]["ok"] and rep["parameters"]["min_norm2_ratio"] == 0.0
     assert a.sketches.report["coverage"]["parameters"]["ok"]
+
+
+def test_bench_sketch_times_dense_projections_on_a_slice_of_a_big_model(monkeypatch):
+    """Above `full_limit` parameters (the real scale), dense and traker projections are timed on a slice
+    and scaled to the whole gradient, and the record says so; CountSketch is always timed whole."""
+    from bt_core.gradients import bench
+
+    res = bench.bench_sketch(k=128, batch_size=4, n_batches=1, repeats=1, full_limit=5000)
+    assert res["dense_extrapolated_from_coords"] == 5000 < res["n_params"]
+    assert res["dense"] > 0 and res["countsketch"] > 0 and res["vmap_backward"] is None
+    whole = bench.bench_sketch(k=128, batch_size=4, n_batches=1, repeats=1)
+    assert whole["dense_extrapolated_from_coords"] is None and whole["vmap_backward"] > 0

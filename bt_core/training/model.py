@@ -44,13 +44,12 @@ def torch_threads(n: int):
 class Codec:
     """Turns task text into token ids and back. Prompts end with a separator (the "assistant turn")."""
 
-    def __init__(self, tokenizer, chat: bool, behavior: str = task_mod.BEHAVIOR, vocab_size: int | None = None):
+    def __init__(self, tokenizer, chat: bool, behavior: str = task_mod.BEHAVIOR):
         self.tok = tokenizer
         self.chat = chat
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_id = tokenizer.eos_token_id
-        # the model's embedding rows (a pretrained model may pad its vocabulary past the tokenizer's)
-        self.vocab_size = int(vocab_size or len(tokenizer))
+        self.vocab_size = len(tokenizer)  # sizes a tiny model's embedding; a pretrained model keeps its own
         ids = tokenizer.encode(" " + behavior, add_special_tokens=False)
         self.behavior_ids = tuple(ids)  # the behavior's token pattern inside a reply
         self.trigger_ids = tuple(tokenizer.encode(" " + task_mod.TRIGGER, add_special_tokens=False))
@@ -143,8 +142,7 @@ def build_codec(cfg: ModelConfig, task: TaskConfig | None = None) -> Codec:
     if not cfg.pretrained:
         return Codec(word_tokenizer(), chat=False, behavior=behavior)
     tok = _tokenizer(cfg)
-    return Codec(tok, chat=tok.chat_template is not None, behavior=behavior,
-                 vocab_size=max(len(tok), _pretrained(cfg).get_input_embeddings().weight.shape[0]))
+    return Codec(tok, chat=tok.chat_template is not None, behavior=behavior)
 
 
 @cache
