@@ -103,6 +103,18 @@ class ModelConfig:
         _check(self.package is None or self.gguf_file is not None,
                f"package={self.package!r} needs gguf_file: the name of the model file inside the package")
 
+    def missing(self) -> str | None:
+        """Why this model cannot load on this machine (its package or `gguf` is not installed), with the
+        install command; None when it can. Checked before anything trains (nothing is imported here)."""
+        import importlib.util
+
+        need = [m for m in ((self.package,) if self.package else ()) + (("gguf",) if self.gguf_file else ())
+                if importlib.util.find_spec(m) is None]
+        if not need:
+            return None
+        return (f"the model needs the package(s) {', '.join(need)}, not installed here; install them with: "
+                f'pip install "behaviortrace[{self.extra or "real"}]"')
+
     @property
     def pretrained(self) -> bool:
         """True when the model is loaded (path or package), not built from this config."""
