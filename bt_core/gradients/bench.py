@@ -107,7 +107,7 @@ def _rates(fns: dict[str, Callable[[Batch], object]], batches: list[Batch], repe
 
 def bench_sketch(k: int = 8192, batch_size: int = 64, n_batches: int = 2, repeats: int = 5,
                  run_dir: str | None = None, threads: int = 1, slow: bool = True, clock: str = "cpu",
-                 scale: str = "default", full_limit: int = 1 << 22) -> dict:
+                 scale: str = "default", full_limit: int = 1 << 18) -> dict:
     """Rollouts/s of each method on the same batches (see module docstring) and the ratios. `clock`:
     cpu (this process's CPU time: on a shared machine it is not inflated by waiting for a core) or wall.
     Dense projections of models above `full_limit` parameters are timed on a slice and scaled (docstring)."""
