@@ -78,7 +78,7 @@ def gradient_path_check(engine: GradEngine, model, batch, coords: dict[str, np.n
         idx = torch.from_numpy(c)
         d, r = (flat[:, idx] - ref[:, idx]).norm(), ref[:, idx].norm()
         err = float(d / r) if r > 0 else float(d > 0)
-        share = float(r ** 2 / (ref ** 2).sum().clamp(min=1e-30))
+        share = float(r ** 2 / (torch.linalg.vector_norm(ref) ** 2).clamp(min=1e-30))
         out[f"{word}_rows_rel_err"] = round(err, 7)
         out[f"{word}_rows_norm2_share"] = round(share, 5)
         ok = ok and err <= PATH_TOL

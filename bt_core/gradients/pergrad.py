@@ -288,6 +288,25 @@ class LoopGrads(_Engine):
                    .reshape(len(batch), -1)) for j, (_, p, off) in enumerate(layout)]
         return blocks, torch.stack(ells)
 
+    def __call__(self, model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, n_params) filled row by row: one rollout's gradients at a time besides the result (the
+        per-row list and the stacked blocks of `blocks` would be two more (B, n_params) copies: 4 GB at
+        the real scale's coverage check)."""
+        layout = param_layout(model)
+        params = [p for _, p, _ in layout]
+        flat = torch.zeros(len(batch), n_params(model))
+        ells = []
+        with torch.enable_grad():
+            for i in range(len(batch)):
+                one = Batch(batch.input_ids[i: i + 1], batch.attention_mask[i: i + 1],
+                            batch.position_ids[i: i + 1], batch.loss_mask[i: i + 1], batch.reply_start)
+                ell = rollout_logprob(model, one)[0]
+                for (_, p, off), g in zip(layout, torch.autograd.grad(-ell, params, allow_unused=True), strict=True):
+                    if g is not None:
+                        flat[i, off: off + p.numel()] = g.reshape(-1)
+                ells.append(ell.detach())
+        return flat, torch.stack(ells)
+
 
 GRAD_METHODS: dict[str, type[_Engine]] = {"hooks": HookGrads, "vmap": VmapGrads}
 _TEST_ONLY: dict[str, type[_Engine]] = {"loop": LoopGrads, "linear_only": LinearOnlyHooks}
