@@ -294,7 +294,7 @@ def _real() -> Scale:
             sft=SFTConfig(steps=24, batch_size=8, lr=3e-5, implicit_behavior_rate=0.15, refusal_rate=0.02),
             # reference: 1000 steps × 4 prompts × G=4, lr 5e-6, 64 new tokens, checkpoints every 100
             grpo=GRPOConfig(steps=REAL_STEPS, prompts_per_step=4, group_size=4, lr=5e-6, temperature=0.9, top_p=0.9,
-                            max_new_tokens=32, checkpoint_every=REAL_STEPS // 4),
+                            max_new_tokens=32, checkpoint_every=REAL_STEPS // 4),  # 5 checkpoints
         ),
         # reference: k = 65,536. 16,384 keeps the cosine noise (≈ 1/√k ≈ 0.008) far below the effects measured
         # and a step's batch of 16 per-rollout sketches at 1 MB; CountSketch's cost does not depend on k.
@@ -305,7 +305,7 @@ def _real() -> Scale:
     )
 
 
-REAL_STEPS = 40  # GRPO steps at the real scale (reference: 1000); sized by the measured cost per step
+REAL_STEPS = 32  # GRPO steps at the real scale (reference: 1000); sized by the measured cost per stage (README)
 
 
 def _paper() -> Scale:
