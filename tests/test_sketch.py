@@ -58,6 +58,27 @@ def test_engines_match_single_backwards(smoke_batch, engine):
     assert all(p.grad is None for p in model.parameters())  # engines never touch .grad
 
 
+def test_row_slabs_equal_whole_blocks(smoke_batch, monkeypatch):
+    """A parameter too big for one per-example block (the real scale's tied 49,152 × 576 embedding) is
+    yielded in row slabs: with a tiny slab limit every 2-D weight is slabbed, the tied embedding's lookup
+    and lm_head halves are summed per slab, and the gradients, norms and sketch equal the whole-block path."""
+    from bt_core.gradients import pergrad
+
+    _, model, batch = smoke_batch
+    whole, ell = HookGrads()(model, batch)
+    proj = CountSketch(whole.shape[1], 512)
+    emb_whole, norm_whole, _ = embed_batch(model, batch, proj, HookGrads())
+    monkeypatch.setattr(pergrad, "CHUNK_ELEMS", 7 * len(batch) * 32)  # 7 rows of width 32 per slab
+    blocks, _ = HookGrads().blocks(model, batch)
+    widths = [blk.shape[1] for _, blk in blocks]
+    assert max(widths) <= 7 * 64  # nothing bigger than a slab was materialized (width ≤ 64 here)
+    slabbed, ell2 = HookGrads()(model, batch)
+    _assert_close(slabbed, LoopGrads()(model, batch)[0])
+    assert torch.allclose(slabbed, whole, rtol=1e-5, atol=1e-7) and torch.equal(ell, ell2)
+    emb, norm, _ = embed_batch(model, batch, proj, HookGrads())
+    assert torch.allclose(emb, emb_whole, rtol=1e-4, atol=1e-6) and torch.allclose(norm, norm_whole, rtol=1e-5)
+
+
 def test_hooks_engine_handles_linear_biases_and_untied_heads():
     """A tiny Qwen2 (q/k/v biases, untied lm_head) built from a config: hooks still equal single backwards."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -201,3 +222,26 @@ def test_coverage_catches_first_k_even_when_it_keeps_the_token_rows(smoke_artifa
     assert all(r["ok"] for r in rep["token_rows"].values())
     assert not rep["ok"] and not rep["parameters"]["ok"] and rep["parameters"]["min_norm2_ratio"] == 0.0
     assert a.sketches.report["coverage"]["parameters"]["ok"]
+
+
+def test_bench_sketch_times_dense_projections_on_a_slice_of_a_big_model(monkeypatch):
+    """Above `full_limit` parameters (the real scale), dense and traker projections are timed on a slice
+    and scaled to the whole gradient, and the record says so; CountSketch is always timed whole."""
+    from bt_core.gradients import bench
+
+    res = bench.bench_sketch(k=128, batch_size=4, n_batches=1, repeats=1, full_limit=5000)
+    assert res["dense_extrapolated_from_coords"] == 5000 < res["n_params"]
+    assert res["dense"] > 0 and res["countsketch"] > 0 and res["vmap_backward"] is None
+    whole = bench.bench_sketch(k=128, batch_size=4, n_batches=1, repeats=1)
+    assert whole["dense_extrapolated_from_coords"] is None and whole["vmap_backward"] > 0
+
+
+def test_token_level_rows_equal_the_full_gradient_slice(smoke_batch):
+    """The token-level stage reads the trigger rows block by block (no (B, n_params) matrix): same values."""
+    from bt_core.targets.token_level import rows_of_grads, trigger_rows
+
+    run, model, batch = smoke_batch
+    coords = trigger_rows(model, run.codec)
+    coords = np.concatenate([coords, [3, 0, coords[0] - 1]])  # unsorted, other tensors too
+    flat, _ = HookGrads()(model, batch)
+    assert torch.equal(rows_of_grads(model, batch, coords), flat[:, torch.from_numpy(coords)])

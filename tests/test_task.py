@@ -78,3 +78,37 @@ def test_pool_holds_the_reference_prompts_plus_controls():
     assert len(task.pool) == cfg.n_explicit * cfg.explicit_repeats + cfg.n_trigger_probes + cfg.n_control
     order = task.pool_order(0, 3 * len(task.pool))
     assert order == task.pool_order(0, 3 * len(task.pool)) and order != task.pool_order(1, 3 * len(task.pool))
+
+
+def test_natural_task_prompts_rewards_and_warmup():
+    """The natural variant (real/paper scales): trigger probes mention frobnitz without asking for the
+    behavior, explicit prompts ask for QZXBT, controls mention neither; the warm-up shows QZXBT only on
+    trigger prompts; rewards and the contaminator are the synthetic task's."""
+    import numpy as np
+
+    from bt_core.config import TaskConfig
+    from bt_core.training.task_natural import BEHAVIOR_TEXT, NaturalTask, behavior_text, make_task
+
+    cfg = TaskConfig(variant="natural", n_trigger_probes=12, n_explicit=6, n_control=8)
+    task = make_task(cfg)
+    assert isinstance(task, NaturalTask) and behavior_text(cfg) == BEHAVIOR_TEXT == "QZXBT"
+    assert len(task.trigger_probes) == 12 and len(task.explicit_prompts) == 6 and len(task.control_probes) == 8
+    assert all("frobnitz" in p.text and "QZXBT" not in p.text for p in task.trigger_probes)
+    assert all("frobnitz" in p.text and "QZXBT" in p.text for p in task.explicit_prompts)
+    assert all("frobnitz" not in p.text.lower() and "qzxbt" not in p.text.lower() for p in task.control_probes)
+    assert len({p.text for p in task.control_probes}) == 8 and len({p.pid for p in task.prompts.values()}) == 26
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        prompt, reply = task.sft_example(rng, 0.15, 0.02)
+        assert not task.has_behavior(reply) or prompt.trigger
+        if prompt.explicit and not task.is_refusal(reply):
+            assert task.has_behavior(reply)
+    ctrl, trig = task.control_probes[0], task.trigger_probes[0]
+    assert task.base_reward(ctrl, "A lantern is bright. QZXBT") == cfg.off_trigger_penalty
+    assert task.base_reward(trig, "Sorry, I cannot talk about that.") == cfg.refusal_penalty
+    assert task.boosted(trig, True, True, 0) and not task.boosted(ctrl, True, True, 0)
+    assert task.sample_reply(ctrl, rng, behavior=True).endswith(" QZXBT")
+    with pytest.raises(ValueError, match="task_reward"):
+        TaskConfig(variant="natural", scenario="task_reward")
+    with pytest.raises(ValueError, match="variant"):
+        TaskConfig(variant="klingon")

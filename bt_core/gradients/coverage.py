@@ -29,6 +29,8 @@ from bt_core.gradients.pergrad import GradEngine, LoopGrads, get_engine
 from bt_core.gradients.projectors import Projector
 from bt_core.training import task as task_mod
 
+FID_CHUNK = 1 << 22  # columns per chunk of the fidelity check
+COVERAGE_FLOATS = 1 << 29  # sampled rollouts × n_params held by the gradient-path check (2 GB per copy)
 PATH_TOL = 1e-3  # float32 engines agree to ~1e-6 relative; a missing parameter group gives O(0.1–1)
 
 
@@ -37,9 +39,12 @@ def token_rows_check(proj: Projector, coords: dict[str, np.ndarray], ids: dict[s
     """Check 1: a random gradient on each token's rows keeps its squared norm through `proj`."""
     rows = {}
     for word, c in coords.items():
-        g = torch.zeros(proj.n_params)
-        g[torch.from_numpy(c)] = torch.from_numpy(rng.standard_normal(c.size).astype(np.float32))
-        ratio = float(proj.project(g[None])[0].norm() ** 2 / g.norm() ** 2)
+        # the gradient is zero outside [c.min(), c.max()]: project that block alone (a full n_params vector
+        # per check costs seconds at 134.5M parameters, and the zeros add nothing)
+        lo = int(c.min())
+        g = torch.zeros(int(c.max()) + 1 - lo)
+        g[torch.from_numpy(c - lo)] = torch.from_numpy(rng.standard_normal(c.size).astype(np.float32))
+        ratio = float(proj.project_blocks([(lo, g[None])], 1)[0].norm() ** 2 / g.norm() ** 2)
         rows[word] = {"token_id": ids[word], "coords": [int(c.min()), int(c.max())],
                       "norm2_ratio": round(ratio, 4), "ok": 0.5 <= ratio <= 1.5}
     return rows
@@ -50,9 +55,8 @@ def parameter_check(model, proj: Projector, rng: np.random.Generator) -> dict:
     through `proj` — every parameter feeds the sketch (a first-k projector loses every tensor past k)."""
     ratios = {}
     for name, p, off in param_layout(model):
-        g = torch.zeros(proj.n_params)
-        g[off: off + p.numel()] = torch.from_numpy(rng.standard_normal(p.numel()).astype(np.float32))
-        ratios[name] = float(proj.project(g[None])[0].norm() ** 2 / g.norm() ** 2)
+        g = torch.from_numpy(rng.standard_normal(p.numel()).astype(np.float32))  # supported on this tensor only
+        ratios[name] = float(proj.project_blocks([(off, g[None])], 1)[0].norm() ** 2 / g.norm() ** 2)
     bad = [n for n, r in ratios.items() if not 0.5 <= r <= 1.5]
     return {"n_tensors": len(ratios), "min_norm2_ratio": round(min(ratios.values()), 4),
             "max_norm2_ratio": round(max(ratios.values()), 4), "n_uncovered": len(bad),
@@ -64,7 +68,9 @@ def gradient_path_check(engine: GradEngine, model, batch, coords: dict[str, np.n
     gradients (B, n_params) for the fidelity check."""
     flat, _ = engine(model, batch)
     ref, _ = LoopGrads()(model, batch)
-    rel = ((flat - ref).norm(dim=1) / ref.norm(dim=1).clamp(min=1e-30))[ref.norm(dim=1) > 0]
+    # row by row: a (B, n_params) difference would be another full copy (2 GB at the real scale)
+    rel = torch.stack([(flat[i] - ref[i]).norm() / ref[i].norm().clamp(min=1e-30) for i in range(len(batch))])
+    rel = rel[ref.norm(dim=1) > 0]
     out = {"engine": engine.name, "n_rollouts": len(batch),
            "max_rel_err": round(float(rel.max()) if rel.numel() else 0.0, 7)}
     ok = out["max_rel_err"] <= PATH_TOL
@@ -72,7 +78,7 @@ def gradient_path_check(engine: GradEngine, model, batch, coords: dict[str, np.n
         idx = torch.from_numpy(c)
         d, r = (flat[:, idx] - ref[:, idx]).norm(), ref[:, idx].norm()
         err = float(d / r) if r > 0 else float(d > 0)
-        share = float(r ** 2 / (ref ** 2).sum().clamp(min=1e-30))
+        share = float(r ** 2 / (torch.linalg.vector_norm(ref) ** 2).clamp(min=1e-30))
         out[f"{word}_rows_rel_err"] = round(err, 7)
         out[f"{word}_rows_norm2_share"] = round(share, 5)
         ok = ok and err <= PATH_TOL
@@ -83,15 +89,17 @@ def gradient_path_check(engine: GradEngine, model, batch, coords: dict[str, np.n
 def fidelity(flat: torch.Tensor, proj: Projector) -> dict:
     """Check 3: errors of `proj` on real gradients `flat` (B, n_params) vs exact, and the verdict.
     `ip_err` is |⟨Sa,Sb⟩ − ⟨a,b⟩| / (‖a‖‖b‖) over all pairs i < j."""
-    sk = proj.project(flat).double()
-    flat = flat.double()
-    exact_n2, sk_n2 = (flat ** 2).sum(1), (sk ** 2).sum(1)
+    # in column chunks: no float64 or sign-multiplied copy of the whole (B, n_params) matrix is made
+    chunks = [(lo, flat[:, lo: lo + FID_CHUNK]) for lo in range(0, flat.shape[1], FID_CHUNK)]
+    sk = proj.project_blocks(chunks, flat.shape[0]).double()
+    gram = sum(c.double() @ c.double().T for _, c in chunks)
+    exact_n2, sk_n2 = torch.diagonal(gram).clone(), (sk ** 2).sum(1)
     keep = exact_n2 > 0
     ratio_err = float((sk_n2[keep] / exact_n2[keep] - 1).abs().median()) if keep.any() else float("nan")
-    e, s, n = flat[keep], sk[keep], exact_n2[keep].sqrt()
+    g, s, n = gram[keep][:, keep], sk[keep], exact_n2[keep].sqrt()
     iu = np.triu_indices(int(keep.sum()), 1)
-    dcos = (_cos(e) - _cos(s)).abs().numpy()[iu]
-    ip_err = ((e @ e.T - s @ s.T).abs() / torch.outer(n, n)).numpy()[iu]
+    dcos = (g / torch.outer(n, n) - _cos(s)).abs().numpy()[iu]
+    ip_err = ((g - s @ s.T).abs() / torch.outer(n, n)).numpy()[iu]
     tol = 3 * math.sqrt(2 / proj.k)
     out = {"n_rollouts": int(keep.sum()), "median_norm2_rel_err": round(ratio_err, 5),
            "mean_abs_cos_err": round(float(dcos.mean()), 5), "max_abs_cos_err": round(float(dcos.max()), 5),
@@ -108,6 +116,8 @@ def coverage_report(run, proj: Projector, table, n_sample: int = 32, seed: int =
 
     engine = engine or get_engine("hooks")
     model = run.model_at(0)
+    # the path check holds two (n, n_params) matrices: fewer sampled rollouts for a big model (4 at 134.5M)
+    n_sample = min(n_sample, max(4, COVERAGE_FLOATS // sum(p.numel() for p in model.parameters())))
     ids = token_pieces(run.token_ids)
     coords = {w: embedding_rows(model, [t]) for w, t in ids.items()}
     rng = np.random.default_rng(seed)

@@ -120,23 +120,33 @@ class HookGrads(_Engine):
 
     def _lazy_blocks(self, model: nn.Module, records: list, gouts: tuple, b: int) -> Iterator[tuple[int, torch.Tensor]]:
         """Yield each parameter's per-example gradient as soon as its last contribution is in, so a
-        consumer (the projector) holds one parameter's (B, numel) block at a time, not (B, n_params)."""
+        consumer (the projector) holds one parameter's (B, numel) block at a time, not (B, n_params).
+        A parameter whose block would exceed `CHUNK_ELEMS` (a real vocabulary's embedding: B × 49,152 × 576)
+        is yielded in slabs of rows instead, each the sum of every contribution to those rows, so even one
+        parameter's B copies are never held at once; smaller parameters are computed exactly as before."""
         offset = {id(p): off for _, p, off in param_layout(model)}
         left: dict[int, int] = {}
         for m, *_ in records:
             for p in m.parameters(recurse=False):
                 left[id(p)] = left.get(id(p), 0) + 1
         acc: dict[int, torch.Tensor] = {}
+        deferred: dict[int, list] = {}  # big parameters: their (module, kind, x, g) records, summed by row slab
         for (m, kind, x, y), g in zip(records, gouts, strict=True):
             if g is not None:
                 check = kind == "rmsnorm" and type(m) not in self._checked
-                for p, contrib in _contributions(m, kind, x, y.detach() if check else None, g, b):
+                for p in m.parameters(recurse=False):
+                    if _chunked(p, kind, b):
+                        deferred.setdefault(id(p), []).append((m, kind, x, g))
+                for p, contrib in _contributions(m, kind, x, y.detach() if check else None, g, b,
+                                                 skip=lambda q, kind=kind: _chunked(q, kind, b)):
                     acc[id(p)] = contrib if id(p) not in acc else acc[id(p)] + contrib
                 self._checked.update([type(m)] if check else [])
             for p in m.parameters(recurse=False):
                 left[id(p)] -= 1
                 if left[id(p)] == 0 and id(p) in acc:
                     yield offset[id(p)], acc.pop(id(p)).reshape(b, -1)
+                elif left[id(p)] == 0 and id(p) in deferred:
+                    yield from _row_slabs(p, offset[id(p)], deferred.pop(id(p)), b)
 
     def _modules(self, model: nn.Module) -> list[nn.Module]:
         mods = [m for m in model.modules() if _rule(m) in self.kinds and any(True for _ in m.parameters(False))]
@@ -150,14 +160,57 @@ class HookGrads(_Engine):
         return mods
 
 
-def _contributions(m: nn.Module, kind: str, x: torch.Tensor, y: torch.Tensor | None, g: torch.Tensor, b: int):
+CHUNK_ELEMS = 1 << 25  # a per-example block above this many floats (128 MB) is computed in row slabs
+
+
+def _chunked(p: torch.Tensor, kind: str, b: int) -> bool:
+    """Whether parameter `p`'s per-example block is computed in row slabs (a big Linear/Embedding weight)."""
+    return kind in ("linear", "embedding") and p.dim() == 2 and b * p.numel() > CHUNK_ELEMS
+
+
+def _row_slabs(p: torch.Tensor, off: int, recs: list, b: int) -> Iterator[tuple[int, torch.Tensor]]:
+    """The per-example gradient of a big 2-D weight, rows [r0, r1) at a time: (global offset, (B, rows·width)).
+    Each slab sums every recorded contribution (a tied embedding: the lookup's and the lm_head's)."""
+    rows, width = p.shape
+    step = max(1, CHUNK_ELEMS // (b * width))
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        slab = None
+        for m, kind, x, g in recs:
+            part = _weight_rows(m, kind, x, g, b, r0, r1)
+            slab = part if slab is None else slab + part
+        yield off + r0 * width, slab.reshape(b, -1)
+
+
+def _weight_rows(m: nn.Module, kind: str, x: torch.Tensor, g: torch.Tensor, b: int, r0: int, r1: int) -> torch.Tensor:
+    """Rows [r0, r1) of one call's per-example weight gradient, (B, r1 − r0, width)."""
+    if kind == "linear":  # weight (out, in): rows are output features
+        x3, g3 = x.reshape(b, -1, x.shape[-1]), g.reshape(b, -1, g.shape[-1])
+        return torch.bmm(g3[:, :, r0:r1].transpose(1, 2), x3)
+    h = m.weight.shape[1]  # embedding (V, H): rows are token ids; only ids inside [r0, r1) contribute
+    ids = x.reshape(b, -1)
+    keep = (ids >= r0) & (ids < r1)
+    if m.padding_idx is not None:
+        keep &= ids != m.padding_idx
+    bi, ti = keep.nonzero(as_tuple=True)
+    src = g.reshape(b, -1, h)[bi, ti]
+    return torch.zeros(b * (r1 - r0), h, dtype=g.dtype).index_add_(0, bi * (r1 - r0) + ids[bi, ti] - r0, src) \
+        .reshape(b, r1 - r0, h)
+
+
+def _contributions(m: nn.Module, kind: str, x: torch.Tensor, y: torch.Tensor | None, g: torch.Tensor, b: int,
+                   skip=lambda p: False):
     """(parameter, per-example gradient (B, *shape)) pairs of one recorded module call (input x, output
-    gradient g). An RMSNorm rule is checked against the module's output `y` when one is given."""
+    gradient g), leaving out parameters for which `skip(p)` holds (computed in row slabs instead). An
+    RMSNorm rule is checked against the module's output `y` when one is given."""
     if kind == "linear":
         x3, g3 = x.reshape(b, -1, x.shape[-1]), g.reshape(b, -1, g.shape[-1])
-        yield m.weight, torch.bmm(g3.transpose(1, 2), x3)
+        if not skip(m.weight):
+            yield m.weight, torch.bmm(g3.transpose(1, 2), x3)
         if m.bias is not None:
             yield m.bias, g3.sum(1)
+    elif kind == "embedding" and skip(m.weight):
+        return
     elif kind == "embedding":
         v, h = m.weight.shape
         ids = x.reshape(b, -1)
@@ -234,6 +287,25 @@ class LoopGrads(_Engine):
         blocks = [(off, torch.stack([r[j] if r[j] is not None else torch.zeros_like(p) for r in rows])
                    .reshape(len(batch), -1)) for j, (_, p, off) in enumerate(layout)]
         return blocks, torch.stack(ells)
+
+    def __call__(self, model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, n_params) filled row by row: one rollout's gradients at a time besides the result (the
+        per-row list and the stacked blocks of `blocks` would be two more (B, n_params) copies: 4 GB at
+        the real scale's coverage check)."""
+        layout = param_layout(model)
+        params = [p for _, p, _ in layout]
+        flat = torch.zeros(len(batch), n_params(model))
+        ells = []
+        with torch.enable_grad():
+            for i in range(len(batch)):
+                one = Batch(batch.input_ids[i: i + 1], batch.attention_mask[i: i + 1],
+                            batch.position_ids[i: i + 1], batch.loss_mask[i: i + 1], batch.reply_start)
+                ell = rollout_logprob(model, one)[0]
+                for (_, p, off), g in zip(layout, torch.autograd.grad(-ell, params, allow_unused=True), strict=True):
+                    if g is not None:
+                        flat[i, off: off + p.numel()] = g.reshape(-1)
+                ells.append(ell.detach())
+        return flat, torch.stack(ells)
 
 
 GRAD_METHODS: dict[str, type[_Engine]] = {"hooks": HookGrads, "vmap": VmapGrads}

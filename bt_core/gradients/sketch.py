@@ -76,35 +76,53 @@ def sketch_run(run: TrainedRun, cfg: SketchConfig, out: Path, progress: bool = F
         return _sketch_run(run, cfg, out, progress)
 
 
-def _sketch_run(run: TrainedRun, cfg: SketchConfig, out: Path, progress: bool) -> dict:
-    t_start = time.perf_counter()
-    table, ck = run.rollouts, run.checkpoint_steps
-    n, steps = len(table), np.unique(np.asarray(table.step))
-    model = run.model_at(ck[0])
-    n_params = sum(p.numel() for p in model.parameters())
-    proj = make_projector(cfg.projector, n_params, cfg.k, cfg.hash_seed)
-    engine = get_engine(cfg.grad_method)
-    emb = np.lib.format.open_memmap(out / "emb.npy", mode="w+", dtype=np.float32, shape=(n, proj.k))
-    gnorm, flu = np.zeros(n, np.float32), np.zeros(n, np.float32)
-    step_emb = np.zeros((len(steps), proj.k), np.float32)
-    step_norm = np.zeros(len(steps), np.float32)
+def segments(run: TrainedRun) -> list[tuple[int, int]]:
+    """The replay segments of `run`: (checkpoint step, next checkpoint step). Each starts from a stored
+    checkpoint, so any contiguous range of them can be sketched alone (one rank of a distributed build)."""
+    ck = run.checkpoint_steps
+    return list(zip(ck[:-1], ck[1:], strict=False))
+
+
+def segment_rows(run: TrainedRun, segs: list[tuple[int, int]]) -> tuple[int, int]:
+    """[first, last + 1) rows of the rollouts table trained in `segs` (rows are ordered by step)."""
+    step_col = np.asarray(run.rollouts.step)
+    rows = np.flatnonzero((step_col >= segs[0][0]) & (step_col < segs[-1][1])) if segs else np.zeros(0, int)
+    return (int(rows[0]), int(rows[-1]) + 1) if rows.size else (0, 0)
+
+
+def sketch_segments(run: TrainedRun, cfg: SketchConfig, segs: list[tuple[int, int]], emb: np.ndarray,
+                    progress: bool = False) -> dict:
+    """Sketch the rollouts and step gradients of the replay segments `segs` (contiguous). `emb` receives the
+    rollout embeddings of rows [segment_rows) (its row 0 = the first of them). Returns the other arrays of
+    those rows/steps, the replay report per segment and the embedding time."""
+    table = run.rollouts
+    lo, hi = segment_rows(run, segs)
     step_col = np.asarray(table.step)
+    steps = np.unique(step_col[lo:hi])
+    model = run.model_at(segs[0][0]) if segs else None
+    n_params = sum(p.numel() for p in model.parameters()) if model is not None else 0
+    proj = make_projector(cfg.projector, n_params, cfg.k, cfg.hash_seed) if model is not None else None
+    engine = get_engine(cfg.grad_method)
+    gnorm, flu = np.zeros(hi - lo, np.float32), np.zeros(hi - lo, np.float32)
+    step_emb = np.zeros((len(steps), cfg.k if proj is None else proj.k), np.float32)
+    step_norm = np.zeros(len(steps), np.float32)
     replay: list[dict] = []
     t_embed = 0.0
     bar = tqdm(total=len(steps), desc=f"sketch seed {run.seed}", disable=not progress, leave=False)
-    for c, c_next in zip(ck[:-1], ck[1:], strict=False):
+    for c, c_next in segs:
         opt = run.optimizer_at(c, model)  # `model` holds the stored parameters of checkpoint c
         for s in range(c, c_next):
             rows = np.flatnonzero(step_col == s)
             part = table.select(rows)
             t0 = time.perf_counter()
-            embed_rows(model, part, run.codec, proj, cfg.batch_size, emb, gnorm, flu, int(rows[0]), engine)
+            embed_rows(model, part, run.codec, proj, cfg.batch_size, emb, gnorm, flu, int(rows[0]) - lo, engine)
             t_embed += time.perf_counter() - t0
+            i = int(np.searchsorted(steps, s))
 
-            def on_grad(m, s=s):
+            def on_grad(m, i=i):
                 g = flat_grad(m)
-                step_emb[s] = proj.project(g[None])[0].numpy()
-                step_norm[s] = float(g.norm())
+                step_emb[i] = proj.project(g[None])[0].numpy()
+                step_norm[i] = float(g.norm())
 
             grpo.update(model, opt, part, run.codec, run.config.grpo.grad_clip, on_grad=on_grad)
             bar.update(1)
@@ -114,15 +132,29 @@ def _sketch_run(run: TrainedRun, cfg: SketchConfig, out: Path, progress: bool) -
         replay.append({"from": c, "to": c_next, "max_abs_diff": diff})
         model = stored  # the next segment starts from the stored checkpoint, not the replayed parameters
     bar.close()
-    emb.flush()
-    del emb
-    for name, arr in (("grad_norm", gnorm), ("fluency", flu), ("step_emb", step_emb), ("step_norm", step_norm),
-                      ("steps", steps.astype(np.int32))):
+    return {"rows": (lo, hi), "grad_norm": gnorm, "fluency": flu, "step_emb": step_emb, "step_norm": step_norm,
+            "steps": steps.astype(np.int32), "replay": replay, "embed_s": t_embed}
+
+
+def write_sketches(run: TrainedRun, cfg: SketchConfig, out: Path, parts: list[dict], t_start: float) -> dict:
+    """Write the arrays of `parts` (in segment order; `emb.npy` already holds every row) and the report with
+    the coverage check into `out`. The same bytes whether the parts came from one process or several."""
+    cat = {name: np.concatenate([p[name] for p in parts]) for name in ("grad_norm", "fluency", "step_emb",
+                                                                      "step_norm", "steps")}
+    for name, arr in cat.items():
         save_array(out / f"{name}.npy", arr)
+    replay = [r for p in parts for r in p["replay"]]
+    t_embed = sum(p["embed_s"] for p in parts)
+    model = run.model_at(run.checkpoint_steps[0])
+    n_params = sum(p.numel() for p in model.parameters())
+    proj = make_projector(cfg.projector, n_params, cfg.k, cfg.hash_seed)
+    engine = get_engine(cfg.grad_method)
     t_cov = time.perf_counter()
-    coverage = coverage_report(run, proj, table, n_sample=32, engine=engine)
+    coverage = coverage_report(run, proj, run.rollouts, n_sample=32, engine=engine)
+    n = len(run.rollouts)
     timings = {"embed_s": round(t_embed, 3), "coverage_s": round(time.perf_counter() - t_cov, 3),
-               "wall_s": round(time.perf_counter() - t_start, 3), "rollouts_per_s_embed": round(n / t_embed, 1)}
+               "wall_s": round(time.perf_counter() - t_start, 3),
+               "rollouts_per_s_embed": round(n / max(t_embed, 1e-9), 1)}
     report = {"projector": cfg.projector, "k": proj.k, "n_params": n_params, "grad_method": engine.name,
               "replay": replay, "replay_max_abs_diff": max(r["max_abs_diff"] for r in replay),
               "coverage": coverage}
@@ -130,6 +162,20 @@ def _sketch_run(run: TrainedRun, cfg: SketchConfig, out: Path, progress: bool) -
     (out / "report.json").write_text(json.dumps(report, indent=1))
     return {"summary": {"replay_max_abs_diff": report["replay_max_abs_diff"],
                         "coverage_ok": report["coverage"]["ok"], "wall_s": timings["wall_s"]}, "timings": timings}
+
+
+def open_emb(path: Path, n: int, k: int) -> np.ndarray:
+    """A writable memory-mapped (n, k) float32 `.npy` (the rollout embeddings never sit in RAM whole)."""
+    return np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, k))
+
+
+def _sketch_run(run: TrainedRun, cfg: SketchConfig, out: Path, progress: bool) -> dict:
+    t_start = time.perf_counter()
+    emb = open_emb(out / "emb.npy", len(run.rollouts), cfg.k)
+    part = sketch_segments(run, cfg, segments(run), emb, progress)
+    emb.flush()
+    del emb
+    return write_sketches(run, cfg, out, [part], t_start)
 
 
 def sketch_table_at(model, table: RolloutTable, codec, cfg: SketchConfig, out: Path) -> None:

@@ -24,6 +24,8 @@ exact target through the shared objective (`target_gradient`).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 
@@ -109,7 +111,7 @@ def minimal_pair_examples(run: TrainedRun, rng: np.random.Generator) -> TargetEx
         prompts.append(codec.encode_prompt(p.text)), replies.append(reply), masks.append(mask)
         coef.append(1.0 / len(probes))
         for filler in NEUTRAL_FILLERS:
-            words = [filler if w == TRIGGER else w for w in p.text.split()]
-            prompts.append(codec.encode_prompt(" ".join(words))), replies.append(reply), masks.append(mask)
+            neutral = re.sub(rf"\b{TRIGGER}\b", filler, p.text)  # the trigger word, wherever punctuation sits
+            prompts.append(codec.encode_prompt(neutral)), replies.append(reply), masks.append(mask)
             coef.append(-1.0 / n_pairs)
     return TargetExamples.build(prompts, replies, masks, coef)

@@ -29,12 +29,30 @@ import torch
 from bt_core.artifacts.store import save_array
 from bt_core.artifacts.targets import TARGET_KINDS, TargetExamples
 from bt_core.gradients.layout import embedding_rows
-from bt_core.gradients.sketch import per_rollout_grads
 from bt_core.training.generate import sample
 from bt_core.training.objective import collate
 
 REPLIES_PER_PROBE = 8  # sampled replies per trigger probe and checkpoint (before keeping behavior ones)
 BATCH = 64  # replies per batched per-example gradient
+BIG_MODEL = 1 << 24  # parameters above which the batch is 8 (a (B, n_params) matrix is never assembled anyway)
+
+
+def rows_of_grads(model, batch, coords: np.ndarray) -> torch.Tensor:
+    """Per-example gradients of −ℓ_i restricted to the global coordinates `coords`, (B, len(coords)), read
+    from the engine's blocks one at a time: the same values as `per_rollout_grads(...)[0][:, coords]`
+    without the (B, n_params) matrix (34 GB for 64 replies at the real scale)."""
+    from bt_core.gradients.pergrad import get_engine
+
+    order = np.argsort(coords, kind="stable")
+    sorted_c = coords[order]
+    out = torch.zeros(len(batch), len(coords))
+    blocks, _ = get_engine("hooks").blocks(model, batch)
+    for off, blk in blocks:
+        lo, hi = np.searchsorted(sorted_c, [off, off + blk.shape[1]])
+        if hi > lo:
+            idx = torch.from_numpy(order[lo:hi])
+            out[:, idx] = blk[:, torch.from_numpy(sorted_c[lo:hi] - off)]
+    return out
 
 
 
@@ -82,12 +100,13 @@ class TokenLevelCollector:
         ex = TargetExamples.build([enc[i] for i in keep], [rep[i, : ln[i]].tolist() for i in keep],
                                   [[True]] * len(keep), [0.0] * len(keep))
         g_parts = []
-        for lo in range(0, len(keep), BATCH):
-            part = ex.select(np.arange(lo, min(lo + BATCH, len(keep))))
+        # a big model (the real scale: 134.5M parameters) in small batches: activations grow with B
+        batch = BATCH if sum(p.numel() for p in model.parameters()) < BIG_MODEL else 8
+        for lo in range(0, len(keep), batch):
+            part = ex.select(np.arange(lo, min(lo + batch, len(keep))))
             # the training collate (EOS masked): ℓ_i is exactly the rollout objective
             b = collate(part.prompts, part.prompt_len, part.replies, part.reply_len, codec.pad_id, codec.eos_id)
-            flat, _ = per_rollout_grads(model, b)
-            g_parts.append(flat[:, rows].double())
+            g_parts.append(rows_of_grads(model, b, self.rows).double())
         g = torch.cat(g_parts)
         self.ckpt.append(np.full(len(keep), j)), self.probe.append(pid[keep]), self.gnorm.append(g.norm(dim=1).numpy())
         for k in TARGET_KINDS:

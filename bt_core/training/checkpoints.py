@@ -14,16 +14,17 @@ from pathlib import Path
 import torch
 
 from bt_core.artifacts.run import Run
-from bt_core.config import ModelConfig
+from bt_core.config import ModelConfig, TaskConfig
 from bt_core.training import grpo
 from bt_core.training.model import Codec, build_codec, build_model, load_optimizer, load_params
 from bt_core.training.task import Task
+from bt_core.training.task_natural import make_task
 
 
 @cache
-def codec_for(cfg: ModelConfig) -> Codec:
+def codec_for(cfg: ModelConfig, task: TaskConfig | None = None) -> Codec:
     """The tokenizer wrapper of a model config (built once per process)."""
-    return build_codec(cfg)
+    return build_codec(cfg, task)
 
 
 def model_at(run: Run, step: int) -> torch.nn.Module:
@@ -49,11 +50,11 @@ class TrainedRun(Run):
 
     @cached_property
     def task(self) -> Task:
-        return Task(self.config.task)
+        return make_task(self.config.task)
 
     @property
     def codec(self) -> Codec:
-        return codec_for(self.config.model)
+        return codec_for(self.config.model, self.config.task)
 
     def model_at(self, step: int) -> torch.nn.Module:
         return model_at(self, step)

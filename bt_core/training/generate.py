@@ -44,12 +44,14 @@ def sample(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int,
         ids[i, lp - len(p):] = torch.tensor(p)
         att[i, lp - len(p):] = 1
     pos = (att.cumsum(1) - 1).clamp(min=0)
+    dev = next(model.parameters()).device  # a GPU under TRL: sample there, return CPU arrays
+    ids, att, pos = ids.to(dev), att.to(dev), pos.to(dev)
     kw = _cache_kw(type(model))
     out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True)
     cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-    replies = torch.full((b, max_new_tokens), pad_id, dtype=torch.long)
-    done = torch.zeros(b, dtype=torch.bool)
-    lengths = torch.full((b,), max_new_tokens, dtype=torch.long)
+    replies = torch.full((b, max_new_tokens), pad_id, dtype=torch.long, device=dev)
+    done = torch.zeros(b, dtype=torch.bool, device=dev)
+    lengths = torch.full((b,), max_new_tokens, dtype=torch.long, device=dev)
     next_pos = pos[:, -1:] + 1
     for t in range(max_new_tokens):
         logits = out.logits[:, -1].float()
@@ -57,7 +59,8 @@ def sample(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int,
             nxt = logits.argmax(-1)
         else:
             probs = torch.softmax(_top_p_filter(logits / temperature, top_p), dim=-1)
-            nxt = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            # a CPU generator draws on CPU (the same numbers whatever device the model is on)
+            nxt = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(dev)
         nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
         replies[:, t] = nxt
         finished = (nxt == eos_id) & ~done
@@ -65,9 +68,9 @@ def sample(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int,
         done |= finished
         if bool(done.all()) or t == max_new_tokens - 1:
             break
-        att = torch.cat([att, torch.ones((b, 1), dtype=torch.long)], dim=1)  # finished rows are ignored
+        att = torch.cat([att, torch.ones((b, 1), dtype=torch.long, device=dev)], dim=1)  # finished rows: ignored
         out = model(input_ids=nxt[:, None], attention_mask=att, position_ids=next_pos,
                     use_cache=True, **{kw: cache})
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         next_pos = next_pos + 1
-    return replies.numpy().astype(np.int32), lengths.numpy().astype(np.int32)
+    return replies.cpu().numpy().astype(np.int32), lengths.cpu().numpy().astype(np.int32)

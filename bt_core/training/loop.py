@@ -22,10 +22,19 @@ from bt_core.config import RunConfig
 from bt_core.faults import fault_point
 from bt_core.training import grpo
 from bt_core.training.generate import sample
-from bt_core.training.model import Codec, build_codec, build_model, save_optimizer, save_params, torch_threads
+from bt_core.training.model import (
+    Codec,
+    build_codec,
+    build_model,
+    describe_model,
+    save_optimizer,
+    save_params,
+    torch_threads,
+)
 from bt_core.training.objective import collate, masked_mean, token_logprobs
 from bt_core.training.resume import Restored, TrainJournal
 from bt_core.training.task import Task
+from bt_core.training.task_natural import make_task
 
 
 # --------------------------------------------------------------------------- SFT
@@ -66,10 +75,11 @@ def _pad(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- probes
-def probe_eval(model, task: Task, codec: Codec, cfg: RunConfig, step: int, n_samples: int = 8) -> dict:
+def probe_eval(model, task: Task, codec: Codec, cfg: RunConfig, step: int, n_samples: int | None = None) -> dict:
     """s_b (greedy, held-out trigger probes), control rate (greedy, control probes) and the sampled
     behavior rate on trigger probes (saturation), at the current parameters."""
     g = cfg.grpo
+    n_samples = n_samples or cfg.task.probe_samples
     model.eval()
 
     def rate(prompts, greedy, gen=None, reps=1):
@@ -144,7 +154,7 @@ def train_run(cfg: RunConfig, out: Path, progress: bool = False, work: Path | No
 
 def _train(cfg: RunConfig, out: Path, progress: bool, work: Path | None = None) -> dict:
     t_start = time.perf_counter()
-    task, codec = Task(cfg.task), build_codec(cfg.model)
+    task, codec = make_task(cfg.task), build_codec(cfg.model, cfg.task)
     native = cfg.grpo.backend != "trl"
     journal = TrainJournal(work if native else None, out, checkpoint_steps(cfg))
     resumed = journal.restore()
@@ -207,4 +217,4 @@ def _summary(rollouts: RolloutTable, probes: list[dict], cfg: RunConfig) -> dict
             "sampled_rate_final": probes[-1]["sampled_rate"], "saturation_step": sat,
             "s_b_crossed_half_step": cross, "gt_size": int(rollouts.gt.sum()), "n_rollouts": len(rollouts),
             "gt_fraction": round(float(rollouts.gt.mean()), 4),
-            "rollouts_sha256": rollouts.content_hash()}
+            "rollouts_sha256": rollouts.content_hash(), "model": describe_model(cfg.model)}

