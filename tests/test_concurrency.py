@@ -144,7 +144,8 @@ def test_cache_clean_skips_what_another_process_is_building(cache, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["cache", "clean", "--kind", "model"], "--kind 'model' is unknown; choose one of draws, runs, sketches, targets"),
+    (["cache", "clean", "--kind", "model"],
+     "--kind 'model' is unknown; choose one of draws, replays, replaysets, runs, sketches, targets"),
     (["cache", "info", "--bt-cache", "{file}"], "is a file, not a cache directory"),
 ])
 def test_cache_command_bad_values(argv, message, tmp_path, capsys):
