@@ -143,3 +143,27 @@ def test_full_replay_measures_the_stored_checkpoint(smoke_artifacts):
     r = a.replays
     model = a.run.model_at(r.measure.step)
     assert behavior_nll(model, r.measure.examples, a.run.codec.pad_id) == pytest.approx(r["full"].nll, abs=1e-6)
+
+
+# --------------------------------------------------------------------------- tracin_adam
+def test_tracin_adam_reads_no_labels_and_reduces_to_tracincp_without_adam(smoke_evidence):
+    """With P ≡ 1 the preconditioned target, rebuilt in parameter space and sketched, is the stored sketched
+    target: tracin_adam then equals tracincp (so the parameter-space path is the same target)."""
+    import dataclasses
+
+    from bt_core.attribution.catalog import get
+    from bt_core.training.checkpoints import adam_preconditioner
+
+    spec = get("tracin_adam")
+    assert "labels" not in spec.needs and "truth" not in spec.needs
+    p = smoke_evidence.stream_problem(0)
+    n_params = int(smoke_evidence.artifacts[0].sketches.report["n_params"])
+    ones = dataclasses.replace(p, preconditioner=lambda c: np.ones(n_params, np.float32))
+    a, b = spec.create().score(ones), smoke_evidence.scores(get("tracincp"), p)
+    assert np.allclose(a, b, atol=1e-9 * np.abs(b).max())
+    s = smoke_evidence.scores(spec, p)
+    assert np.isfinite(s).all() and not np.allclose(s / np.abs(s).max(), b / np.abs(b).max())
+    run = smoke_evidence.artifacts[0].run
+    assert adam_preconditioner(run, 0) is None  # saved before the first GRPO update
+    pc = adam_preconditioner(run, run.checkpoint_steps[1])
+    assert pc.shape == (n_params,) and (pc >= 0).all() and (pc > 0).mean() > 0.5
