@@ -167,3 +167,82 @@ def test_tracin_adam_reads_no_labels_and_reduces_to_tracincp_without_adam(smoke_
     assert adam_preconditioner(run, 0) is None  # saved before the first GRPO update
     pc = adam_preconditioner(run, run.checkpoint_steps[1])
     assert pc.shape == (n_params,) and (pc >= 0).all() and (pc > 0).mean() > 0.5
+
+
+# --------------------------------------------------------------------------- LDS metrics (unit)
+def test_spearman_rows_matches_scipy_and_bootstrap_is_paired():
+    from scipy.stats import spearmanr
+
+    from bt_core.metrics import ci, lds_bootstrap, spearman_rows
+
+    rng = np.random.default_rng(0)
+    y = rng.standard_normal(40)
+    preds = np.stack([y + rng.standard_normal(40), np.round(rng.standard_normal(40)), -y])
+    lds, boot = lds_bootstrap(preds, y, n_boot=500, seed=1)
+    assert np.allclose(lds, [spearmanr(p, y)[0] for p in preds])
+    assert np.allclose(spearman_rows(preds, y), lds)
+    assert boot.shape == (3, 500)
+    assert np.allclose(boot[2], -1.0)  # same resamples: a sign flip is the exact mirror in every resample
+    assert ci(boot[0])[0] > 0 and ci(boot[0] - boot[2])[0] > 0
+    assert np.isnan(spearman_rows(np.ones(5), np.arange(5.0)))
+
+
+def test_datamodel_ceiling_recovers_a_linear_effect_and_not_noise():
+    from bt_core.metrics import datamodel_ceiling
+
+    rng = np.random.default_rng(0)
+    x = rng.random((100, 20))
+    assert datamodel_ceiling(x, x @ rng.standard_normal(20) + 0.05 * rng.standard_normal(100)) > 0.9
+    assert abs(datamodel_ceiling(x, rng.standard_normal(100))) < 0.4
+
+
+# --------------------------------------------------------------------------- the items at smoke
+def test_causal_gt_passes_at_smoke_with_figures(smoke_evidence):
+    from behaviortrace.checklist import causal_gt
+
+    v = causal_gt.evaluate_setup(smoke_evidence)
+    assert v.status == "pass", v.reason
+    for f in v.figures["per_seed"].values():
+        assert f["delta_gt"] > f["delta_random_max"] and f["delta_gt"] > f["bar"]
+        assert f["s_b_probes_no_bonus"] <= 0.1 and len(f["delta_random"]) == 4
+
+
+class _Flipped:
+    """The sign-flipped scores of another estimator."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def score(self, problem):
+        return -np.asarray(self.inner.score(problem))
+
+
+def _flipped_spec(name: str):
+    from bt_core.attribution.catalog import get
+    from bt_core.attribution.registry import EstimatorSpec
+
+    base = get(name)
+    return EstimatorSpec(f"{name}_flipped", lambda: _Flipped(base.create()), base.levels, "test", "", base.needs)
+
+
+def test_counterfactual_discriminates(smoke_evidence):
+    """random fails; a sign-flipped method fails with exactly the negated LDS; the oracle's labels carry
+    counterfactual signal (mean LDS over seeds > 0 and above random's) though they need not pass: the item's
+    docstring says why the GT count of a subset is not a perfect LDS predictor."""
+    from behaviortrace.checklist import counterfactual as cf
+
+    from bt_core.attribution.catalog import get
+
+    ev = smoke_evidence
+    assert cf.evaluate(get("random"), ev).status == "fail"
+    flipped, base = _flipped_spec("tracincp"), get("tracincp")
+    assert cf.evaluate(flipped, ev).status == "fail"
+    for s in ev.seeds:
+        a, b = cf.evaluate_seed(base, ev, s), cf.evaluate_seed(flipped, ev, s)
+        assert b["lds"] == pytest.approx(-a["lds"]) and b["ci"][1] < 0 < a["ci"][0]
+    oracle = [cf.evaluate_seed(get("oracle"), ev, s)["lds"] for s in ev.seeds]
+    rnd = [cf.evaluate_seed(get("random"), ev, s)["lds"] for s in ev.seeds]
+    assert np.mean(oracle) > 0 and np.mean(oracle) > np.mean(rnd)
+    norm = cf.evaluate(get("norm_only"), ev)  # a control never beats itself (paired difference ≡ 0)
+    assert norm.status == "fail"
+    assert all(f["diff_ci"]["norm_only"] == [0.0, 0.0] for f in norm.figures["per_seed"].values())
