@@ -8,8 +8,10 @@ contaminator's cutoff) without a set of rollouts, and the behavior is measured o
 
 * ``gt_out``: without every GT rollout;
 * ``random_<i>`` (`CounterfactualConfig.n_random` draws): without as many rollouts as GT, drawn uniformly
-  from the trained window (the window holds every GT rollout; a draw from the whole stream would put most
-  removals after the measurement step, where they cannot act, and make the control trivially inert);
+  from the trained window, GT rollouts included at their share of it (the window holds every GT rollout; a
+  draw from the whole stream would put most removals after the measurement step, where they cannot act,
+  and make the control trivially inert; a GT-free draw would be a weaker control — with GT at its base
+  rate the random removals can only make the rule harder to pass);
 * ``no_bonus``: every rollout kept, the contaminator's bonus taken out of the logged rewards and the
   advantages recomputed from them (the one counterfactual that changes advantages: the bonus acts only
   through them).

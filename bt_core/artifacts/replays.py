@@ -7,9 +7,9 @@ The plan is a deterministic function of the run and a `CounterfactualConfig`:
 
 * ``full``: nothing removed — the baseline every other replay is compared with;
 * ``gt_out``: every ground-truth (boosted) rollout removed;
-* ``random_<i>`` (``n_random``): as many rollouts as GT, uniformly from the trained window — the window
-  holds every GT rollout; a draw from the whole stream would put most removals after the measurement
-  step, where they cannot act, and make the control trivially zero;
+* ``random_<i>`` (``n_random``): as many rollouts as GT, uniformly from the trained window, GT included at
+  its share of the window — the window holds every GT rollout; a draw from the whole stream would put most
+  removals after the measurement step, where they cannot act, and make the control trivially zero;
 * ``no_bonus``: nothing removed, rewards without the contaminator's bonus, advantages recomputed;
 * ``lds_<i>`` (``n_lds``): round(lds_fraction × n) rollouts of the trained window, uniformly.
 

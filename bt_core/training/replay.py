@@ -17,8 +17,9 @@ the logged stream, not a re-generation. A removed rollout leaves the loss; nothi
   the step's gradient is exactly the logged gradient minus the removed rollouts' terms A_i·∇ℓ_i/(G·B)
   (before clipping and Adam). The denominators deliberately do not shrink with the removals: then the
   removals are exactly additive in the first-order term, which is what a sum of per-rollout scores
-  predicts (shrinking them would rescale every kept rollout of the step, a second intervention). A step left with no row still calls AdamW with a zero gradient, as
-  training did for a batch without reward variance: its moments decay and momentum still moves θ.
+  predicts (shrinking them would rescale every kept rollout of the step, a second intervention). A step
+  left with no row still calls AdamW with a zero gradient, as training did for a batch without reward
+  variance: its moments decay and momentum still moves θ.
 
 Advantages of a group that lost members are **kept as logged**, not recomputed. Every estimator scores
 a rollout's own term A_u·∇ℓ_u of the logged update; the LDS asks whether the sum of those scores over a
