@@ -108,7 +108,8 @@ def cache(smoke_artifacts, smoke_cache, tmp_path) -> Path:
 def test_cache_info_reports_sizes_and_leftovers(cache, capsys):
     assert main(["cache", "info", "--bt-cache", str(cache), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert set(rep["kinds"]) == {"runs", "sketches", "targets", "draws"}
+    assert set(rep["kinds"]) == {"runs", "sketches", "targets", "draws", "replays", "replaysets"}
+    assert rep["kinds"]["replaysets"]["artifacts"] == 3
     assert rep["kinds"]["runs"]["artifacts"] == 3 and rep["kinds"]["draws"]["artifacts"] == 6
     assert rep["kinds"]["runs"]["bytes"] > 0 and rep["total_bytes"] >= sum(k["bytes"] for k in rep["kinds"].values())
     assert sorted((e["kind"], e["state"], e["busy"]) for e in rep["leftovers"]) == [

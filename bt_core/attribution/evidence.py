@@ -73,24 +73,23 @@ class PreconditionerLoader:
         return None if p is None else readonly(p)
 
 
-def _projector(sketches):
-    """flat (n_params,) → (k,): the projector the sketches were built with, built on first use."""
-    state: dict = {}
+class Projection:
+    """flat (n_params,) → (k,): the projector the sketches were built with (`problem.project`), built on first
+    use. It holds the projector's settings only, not the sketches or the run."""
 
-    def project(flat: np.ndarray) -> np.ndarray:
-        if "proj" not in state:
-            import torch
+    def __init__(self, sketches):
+        cfg = sketches.config()
+        self._args = (cfg["projector"], int(sketches.report["n_params"]), int(cfg["k"]), int(cfg["hash_seed"]))
+        self._proj = None
 
-            from bt_core.gradients.projectors import make_projector
+    def __call__(self, flat: np.ndarray) -> np.ndarray:
+        import torch
 
-            cfg = sketches.config()
-            state["proj"] = make_projector(cfg["projector"], int(sketches.report["n_params"]), int(cfg["k"]),
-                                           int(cfg["hash_seed"]))
-            state["torch"] = torch
-        flat_t = state["torch"].from_numpy(np.array(flat, np.float32))
-        return state["proj"].project(flat_t[None])[0].numpy()
+        from bt_core.gradients.projectors import make_projector
 
-    return project
+        if self._proj is None:
+            self._proj = make_projector(*self._args)
+        return self._proj.project(torch.from_numpy(np.array(flat, np.float32))[None])[0].numpy()
 
 
 def _examples_of(tg, draw: int):
@@ -158,7 +157,7 @@ class Evidence:
         step, gt = np.asarray(t.step), np.asarray(t.gt, bool)
         common = dict(kind="stream", level=level, seed=a.run.seed, targets=tg.vectors, checkpoint_steps=tg.steps,
                       model_at=_model_at(a.run), codec=a.run.token_ids, target_examples=_examples_of(tg, 0), draw=0,
-                      preconditioner=PreconditionerLoader(a.run), project=_projector(sk))
+                      preconditioner=PreconditionerLoader(a.run), project=Projection(sk))
         if level == "rollout":
             p = AttributionProblem(
                 emb=sk.emb, weight=np.asarray(t.advantage, np.float64), grad_norm=np.asarray(sk.grad_norm),
@@ -191,7 +190,7 @@ class Evidence:
             model_at=_model_at(a.run), name=f"seed{a.run.seed}/draw{draw}",
             extra={"analysis_step": d.analysis_step}, rollouts=RolloutView.of(t, advantage=np.ones(n), lr=lr),
             codec=a.run.token_ids, target_examples=_examples_of(tg, draw), draw=draw,
-            preconditioner=PreconditionerLoader(a.run), project=_projector(a.sketches))
+            preconditioner=PreconditionerLoader(a.run), project=Projection(a.sketches))
         return p, beh, beh.astype(float)
 
     # ------------------------------------------------------------------ scores
