@@ -247,3 +247,16 @@ def test_counterfactual_discriminates(smoke_evidence):
     norm = cf.evaluate(get("norm_only"), ev)  # a control never beats itself (paired difference ≡ 0)
     assert norm.status == "fail"
     assert all(f["diff_ci"]["norm_only"] == [0.0, 0.0] for f in norm.figures["per_seed"].values())
+
+
+def test_scorecard_markdown_has_the_lds_table():
+    from bt_core.reporting.render import lds_table
+
+    f = {"lds": 0.5, "ci": [0.2, 0.7], "baselines_lds": {"advantage": 0.1, "surface": 0.3},
+         "baselines_ci": {"advantage": [0.0, 0.2], "surface": [0.1, 0.4]}, "ceiling": 0.4}
+    rec = {"item": "counterfactual", "estimator": "x", "status": "pass", "figures": {"per_seed": {"0": f}},
+           "estimator_spec": {"name": "x"}}
+    h, rows = lds_table({"records": [rec]})
+    assert h == ["LDS [95% CI]", "seed 0"]
+    assert [r[0] for r in rows][1:] == ["control: advantage", "surface baseline", "ceiling (step-count datamodel)"]
+    assert rows[0][1].startswith("0.5") and rows[-1][1].startswith("0.4")
