@@ -235,6 +235,35 @@ class DrawConfig:
 
 
 @dataclass(frozen=True)
+class CounterfactualConfig:
+    """Counterfactual replays of the logged GRPO stream (`bt_core.training.replay`): which rollout subsets
+    are removed and how the behavior is measured. The subsets are a deterministic function of the run and
+    this config (`bt_core.artifacts.replays.plan`)."""
+
+    # equal-size random removals beside leave-GT-out (causal_gt): enough to estimate their spread for the
+    # item's z rule (an SD from 8 draws is within ~±30% of the true one), cheap next to the LDS subsets
+    n_random: int = 8
+    # M random subsets for the LDS (counterfactual item): a Spearman ρ ≈ 0.5 has a 95% CI of about ±0.15
+    # at M = 100 (SE ≈ (1 − ρ²)/√(M − 3)); much fewer leaves a CI too wide to separate a method from controls
+    n_lds: int = 100
+    # share of the trained window's rollouts each LDS subset removes: 0.5 maximizes the variance of the
+    # subset indicators (p(1 − p)), hence the power of a linear datamodel, as in datamodels/TRAK's LDS
+    lds_fraction: float = 0.5
+    # held-out trigger probes of the behavior measure: trigger prompts from templates the GRPO pool never
+    # uses (`Task.heldout_probes`), so the measure is the behavior, not the memory of a trained prompt
+    n_probes: int = 20
+    replies_per_probe: int = 4  # fixed fluent replies teacher-forced per probe (the behavior token's contexts)
+    subset_seed: int = 0  # key of the subsets' random draws (with the run's seed)
+
+    def __post_init__(self) -> None:
+        _check(self.n_random >= 2, f"n_random={self.n_random} must be ≥ 2: the random removals' spread needs two")
+        _check(self.n_lds >= 8, f"n_lds={self.n_lds} must be ≥ 8: a Spearman over fewer subsets says nothing")
+        _check(0.0 < self.lds_fraction < 1.0, f"lds_fraction={self.lds_fraction} must lie in (0, 1)")
+        _check(self.n_probes >= 1 and self.replies_per_probe >= 1,
+               f"n_probes={self.n_probes} and replies_per_probe={self.replies_per_probe} must be ≥ 1")
+
+
+@dataclass(frozen=True)
 class Scale:
     """A named preset: the configs of every stage plus the default seeds."""
 
@@ -243,6 +272,7 @@ class Scale:
     sketch: SketchConfig
     draws: DrawConfig
     seeds: tuple[int, ...]
+    counterfactual: CounterfactualConfig = field(default_factory=CounterfactualConfig)
 
 
 def _smoke() -> Scale:
@@ -259,6 +289,8 @@ def _smoke() -> Scale:
         sketch=SketchConfig(k=2048),
         draws=DrawConfig(n_draws=2, group_size=6),
         seeds=(0, 1, 2),
+        # smaller M: smoke checks that both counterfactual items run end to end, not their power
+        counterfactual=CounterfactualConfig(n_random=4, n_lds=24),
     )
 
 

@@ -299,3 +299,72 @@ def cluster_bootstrap_mean_ci(values: np.ndarray, clusters: np.ndarray, n_boot: 
     idx = np.random.default_rng(seed).integers(0, sums.size, size=(n_boot, sums.size))
     means = sums[idx].sum(1) / counts[idx].sum(1)
     return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
+
+
+# --------------------------------------------------------------------------- linear datamodeling score (LDS)
+def spearman_rows(pred: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman ρ of each row of `pred` (..., M) with `y` (..., M) (broadcast): Pearson of average ranks
+    (`scipy.stats.rankdata`, ties averaged). A constant row gives NaN."""
+    from scipy.stats import rankdata
+
+    rp = rankdata(np.asarray(pred, np.float64), axis=-1)
+    ry = rankdata(np.asarray(y, np.float64), axis=-1)
+    rp = rp - rp.mean(-1, keepdims=True)
+    ry = ry - ry.mean(-1, keepdims=True)
+    den = np.sqrt((rp * rp).sum(-1) * (ry * ry).sum(-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (rp * ry).sum(-1) / np.where(den > 0, den, 1.0), np.nan)
+
+
+def lds_bootstrap(pred: np.ndarray, measured: np.ndarray, n_boot: int = 2000,
+                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """LDS of each predictor and its bootstrap over subsets, with the SAME resample indices for every row
+    (so differences between rows are paired). `pred` (K, M): each predictor's predicted change per subset;
+    `measured` (M,). Returns (lds (K,), boot (K, n_boot)); a degenerate resample gives NaN."""
+    pred = np.atleast_2d(np.asarray(pred, np.float64))
+    y = np.asarray(measured, np.float64)
+    if pred.shape[1] != y.size:
+        raise ValueError(f"pred has {pred.shape[1]} subsets, measured {y.size}")
+    idx = np.random.default_rng(seed).integers(0, y.size, size=(n_boot, y.size))
+    return spearman_rows(pred, y), spearman_rows(pred[:, idx], y[idx][None, :, :])
+
+
+def ci(boot: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
+    """Percentile interval of a bootstrap sample (NaNs ignored)."""
+    lo, hi = np.nanpercentile(boot, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return float(lo), float(hi)
+
+
+def ridge_fit_predict(x_fit: np.ndarray, y_fit: np.ndarray, x_eval: np.ndarray,
+                      lambdas: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3)) -> np.ndarray:
+    """Ridge regression (intercept unpenalized, features standardized on the fit set) with λ chosen by the
+    closed-form leave-one-out error on the fit set; returns predictions for `x_eval`. Hand-written (a few
+    lines of numpy) because scikit-learn is not a dependency."""
+    mu, sd = x_fit.mean(0), x_fit.std(0)
+    sd = np.where(sd > 0, sd, 1.0)
+    a, b = (x_fit - mu) / sd, (x_eval - mu) / sd
+    ym = y_fit.mean()
+    yc = y_fit - ym
+    u, s, _ = np.linalg.svd(a, full_matrices=False)
+    best, best_err = lambdas[0], np.inf
+    for lam in lambdas:
+        h = (u * (s**2 / (s**2 + lam))) @ u.T  # hat matrix of the centred problem
+        loo = (yc - h @ yc) / np.clip(1 - np.diag(h) - 1.0 / len(yc), 1e-9, None)
+        err = float(np.mean(loo**2))
+        if err < best_err:
+            best, best_err = lam, err
+    w = np.linalg.solve(a.T @ a + best * np.eye(a.shape[1]), a.T @ yc)
+    return b @ w + ym
+
+
+def datamodel_ceiling(features: np.ndarray, measured: np.ndarray, seed: int = 0) -> float:
+    """The LDS a linear datamodel reaches: ridge on the subsets' `features` (M, d) fitted on one half of the
+    subsets, Spearman on the other half, both ways round (mean of the two folds)."""
+    y = np.asarray(measured, np.float64)
+    perm = np.random.default_rng(seed).permutation(y.size)
+    halves = (perm[: y.size // 2], perm[y.size // 2:])
+    out = []
+    for fit, ev in (halves, halves[::-1]):
+        pred = ridge_fit_predict(np.asarray(features[fit], np.float64), y[fit], np.asarray(features[ev], np.float64))
+        out.append(float(spearman_rows(pred, y[ev])))
+    return float(np.nanmean(out))

@@ -3,6 +3,7 @@
     RunConfig ─► train ─► Run ─► sketch ─► Sketches
                                 ─► targets ─► Targets
                                 ─► draws  ─► Draw × n_draws
+                                ─► replays ─► Replays (counterfactual replays of the logged stream)
 
 Each artifact's key hashes its own config and the key of what it was built from, so a change anywhere
 upstream rebuilds everything downstream and nothing from another config is ever reused.
@@ -11,6 +12,7 @@ upstream rebuilds everything downstream and nothing from another config is ever 
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -19,19 +21,22 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from bt_core.artifacts.draws import Draw
-from bt_core.artifacts.keys import run_key, seed_keys, sketch_key
+from bt_core.artifacts.keys import replay_key, replay_set_key, run_key, seed_keys, sketch_key
+from bt_core.artifacts.replays import Replays, measure_config, plan, trained_window
 from bt_core.artifacts.seed import SeedArtifacts
 from bt_core.artifacts.sketches import Sketches
-from bt_core.artifacts.store import ArtifactStore
+from bt_core.artifacts.store import ArtifactStore, save_array
 from bt_core.artifacts.targets import Targets
-from bt_core.config import DrawConfig, RunConfig, SketchConfig, to_dict
+from bt_core.config import CounterfactualConfig, DrawConfig, RunConfig, SketchConfig, to_dict
 from bt_core.gradients.sketch import sketch_run
 from bt_core.targets.build import build_targets
 from bt_core.targets.draws import build_draw
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.loop import train_run
+from bt_core.training.replay import build_replay
 
-__all__ = ["SeedArtifacts", "build_all", "build_run", "build_seed", "build_sketches", "run_key", "seed_keys"]
+__all__ = ["SeedArtifacts", "build_all", "build_replays", "build_run", "build_seed", "build_sketches", "run_key",
+           "seed_keys"]
 
 
 def build_run(store: ArtifactStore, cfg: RunConfig, progress: bool = False) -> TrainedRun:
@@ -50,12 +55,39 @@ def build_sketches(store: ArtifactStore, run: TrainedRun, run_cfg: RunConfig, sk
                                       lambda d: sketch_run(run, sketch, d, progress))
 
 
-STAGES = ("run", "sketches", "targets", "draws")  # what build_seed reports, in order
+def build_replays(store: ArtifactStore, run: TrainedRun, run_cfg: RunConfig, cf: CounterfactualConfig,
+                  progress: bool = False) -> tuple[str, Replays]:
+    """Every counterfactual replay of `run` (`bt_core.artifacts.replays.plan`), each cached under its own
+    key (run + subset + measure), and the seed's index of them (key, `Replays`)."""
+    rk = run_key(run_cfg)
+    set_key = replay_set_key(run_cfg, cf)
+    measure = measure_config(cf)
+
+    def build_set(out: Path) -> dict:
+        specs = plan(run.rollouts, run.config, cf)
+        keys = {}
+        for sp in tqdm(specs, desc=f"replays seed {run_cfg.seed}", unit="replay", disable=not progress, leave=False):
+            ident = sp.identity()
+            keys[sp.name] = replay_key(rk, ident, measure)
+            store.get_or_build("replays", keys[sp.name], {"run": rk, "replay": ident, "measure": measure},
+                               lambda d, sp=sp: build_replay(run, sp, cf, d))
+        (out / "plan.json").write_text(json.dumps({"keys": keys}, indent=1))
+        save_array(out / "window.npy", trained_window(run.rollouts, run.config))
+        return {"summary": {"n_replays": len(specs)}}
+
+    path = store.get_or_build("replaysets", set_key, {"run": rk, "counterfactual": to_dict(cf)}, build_set)
+    return set_key, Replays(path)
+
+
+STAGES = ("run", "sketches", "targets", "draws", "replays")  # what build_seed reports, in order
 
 
 def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
-               progress: bool = False, report: Callable[[str], None] | None = None) -> SeedArtifacts:
-    """Every artifact of one seed, built or loaded; `report(stage)` is called as each of `STAGES` is ready."""
+               progress: bool = False, report: Callable[[str], None] | None = None,
+               counterfactual: CounterfactualConfig | None = None) -> SeedArtifacts:
+    """Every artifact of one seed, built or loaded; `report(stage)` is called as each of `STAGES` is ready.
+    The counterfactual replays are built only with a `counterfactual` config (the stage is reported
+    either way)."""
     done = report or (lambda stage: None)
     run = build_run(store, run_cfg, progress)
     done("run")
@@ -72,20 +104,27 @@ def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, d
                                 lambda d, i=i: build_draw(run, draws, sketch, i, d))
         draw_objs.append(Draw(dp))
     done("draws")
+    replays = None
+    if counterfactual is not None:
+        _, replays = build_replays(store, run, run_cfg, counterfactual, progress)
+        keys["replays"] = ("replaysets", replays.path.name)
+    done("replays")
     return SeedArtifacts(run, Sketches.load(sk_path), Targets(tg_path), draw_objs,
-                         {name: key for name, (_, key) in keys.items()})
+                         {name: key for name, (_, key) in keys.items()}, replays)
 
 
 def _build_paths(root: str, rebuild: bool | str, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
-                 queue=None) -> None:
+                 queue=None, counterfactual: CounterfactualConfig | None = None) -> None:
     """Worker entry point: build one seed's artifacts (results are read back from the cache); each finished
     stage is put on `queue` as (seed, stage) for the parent's progress bar."""
     report = None if queue is None else (lambda stage: queue.put((run_cfg.seed, stage)))
-    build_seed(ArtifactStore(root, rebuild=rebuild), run_cfg, sketch, draws, report=report)
+    build_seed(ArtifactStore(root, rebuild=rebuild), run_cfg, sketch, draws, report=report,
+               counterfactual=counterfactual)
 
 
 def build_all(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
-              seeds: list[int], workers: int = 1, progress: bool = False) -> dict[int, SeedArtifacts]:
+              seeds: list[int], workers: int = 1, progress: bool = False,
+              counterfactual: CounterfactualConfig | None = None) -> dict[int, SeedArtifacts]:
     """Artifacts of every seed (built in the order of `seeds`); with `workers` > 1 the seeds whose
     artifacts are not all cached yet are built in parallel processes (each torch process single-threaded,
     so results are identical to a serial build), with one progress bar over their stages. Safe to call
@@ -93,15 +132,17 @@ def build_all(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, dr
     artifact built once, the others wait and load it."""
     missing = [s for s in seeds if store.rebuild or not all(
         (store.path(kind, key) / "manifest.json").exists()
-        for kind, key in seed_keys(run_cfg.with_seed(s), sketch, draws).values())]
+        for kind, key in seed_keys(run_cfg.with_seed(s), sketch, draws, counterfactual).values())]
     if workers > 1 and len(missing) > 1:
-        _build_parallel(store, run_cfg, sketch, draws, missing, workers, progress)
+        _build_parallel(store, run_cfg, sketch, draws, missing, workers, progress, counterfactual)
         # With a rebuild the workers shared this store's token: what they rebuilt is not rebuilt again.
-    return {s: build_seed(store, run_cfg.with_seed(s), sketch, draws, progress) for s in seeds}
+    return {s: build_seed(store, run_cfg.with_seed(s), sketch, draws, progress, counterfactual=counterfactual)
+            for s in seeds}
 
 
 def _build_parallel(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
-                    seeds: list[int], workers: int, progress: bool) -> None:
+                    seeds: list[int], workers: int, progress: bool,
+                    counterfactual: CounterfactualConfig | None = None) -> None:
     # spawn, not fork: a forked child of a process whose OpenMP pool already ran can deadlock.
     ctx = multiprocessing.get_context("spawn")
     with contextlib.ExitStack() as stack:
@@ -109,8 +150,8 @@ def _build_parallel(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConf
         ex = stack.enter_context(ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=ctx))
         bar = stack.enter_context(tqdm(total=len(seeds) * len(STAGES), desc=f"building {len(seeds)} seeds",
                                        unit="stage", disable=not progress))
-        futs = [ex.submit(_build_paths, str(store.root), store.rebuild, run_cfg.with_seed(s), sketch, draws, queue)
-                for s in seeds]
+        futs = [ex.submit(_build_paths, str(store.root), store.rebuild, run_cfg.with_seed(s), sketch, draws, queue,
+                          counterfactual) for s in seeds]
         pending = set(futs)
         while pending:
             _, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)

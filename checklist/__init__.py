@@ -11,12 +11,19 @@ The tuples below fix the display order (scorecard, terminal table, test ids). Th
 constants of each item and are never tuned to make a built-in method pass.
 """
 
-from behaviortrace.checklist import draw_variance, fluency_control, headroom, magnitude_control, seed_variance
+from behaviortrace.checklist import (
+    counterfactual,
+    draw_variance,
+    fluency_control,
+    headroom,
+    magnitude_control,
+    seed_variance,
+)
 from behaviortrace.checklist._base import Item
 from behaviortrace.checklist.setup import ADVISORY_SETUP_ITEMS, GATING_SETUP_ITEMS, SETUP_ITEMS, TARGET_SETUP_ITEMS
 
 ESTIMATOR_ITEMS: tuple[Item, ...] = (magnitude_control.ITEM, fluency_control.ITEM, headroom.ITEM,
-                                     seed_variance.ITEM, draw_variance.ITEM)
+                                     counterfactual.ITEM, seed_variance.ITEM, draw_variance.ITEM)
 ITEMS: tuple[Item, ...] = SETUP_ITEMS + ESTIMATOR_ITEMS
 
 __all__ = ["ADVISORY_SETUP_ITEMS", "ESTIMATOR_ITEMS", "GATING_SETUP_ITEMS", "ITEMS", "SETUP_ITEMS",

@@ -1,6 +1,6 @@
 """The setup-validity items in display order, and how their failures reach the estimator items.
 
-* `gates="all"` (emergence, sketch_coverage, gt_minority): the fixtures themselves are broken, and every
+* `gates="all"` (emergence, sketch_coverage, gt_minority, causal_gt): the fixtures themselves are broken, and every
   estimator item reports invalid-setup (`gate`).
 * `gates="targets"` (in_context_targets): the targets may not carry the behavior, so the verdicts of
   estimators that read targets cannot be trusted either way: their items report invalid-setup, with the
@@ -13,14 +13,15 @@
 
 from __future__ import annotations
 
-from behaviortrace.checklist import emergence, gt_minority, in_context_targets, sketch_coverage
+from behaviortrace.checklist import causal_gt, emergence, gt_minority, in_context_targets, sketch_coverage
 from behaviortrace.checklist._base import Item, spec_record
 
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.registry import Estimator, EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict
 
-SETUP_ITEMS: tuple[Item, ...] = (emergence.ITEM, sketch_coverage.ITEM, in_context_targets.ITEM, gt_minority.ITEM)
+SETUP_ITEMS: tuple[Item, ...] = (emergence.ITEM, sketch_coverage.ITEM, in_context_targets.ITEM, gt_minority.ITEM,
+                                 causal_gt.ITEM)
 GATING_SETUP_ITEMS = tuple(i for i in SETUP_ITEMS if i.gates == "all")
 TARGET_SETUP_ITEMS = tuple(i for i in SETUP_ITEMS if i.gates == "targets")
 ADVISORY_SETUP_ITEMS = tuple(i for i in SETUP_ITEMS if i.gates == "none")

@@ -38,7 +38,8 @@ def smoke_artifacts(smoke_scale, smoke_cache):
     from bt_core.pipeline import build_all
 
     s = smoke_scale
-    return build_all(ArtifactStore(smoke_cache), s.run, s.sketch, s.draws, list(SMOKE_SEEDS), workers=2)
+    return build_all(ArtifactStore(smoke_cache), s.run, s.sketch, s.draws, list(SMOKE_SEEDS), workers=2,
+                     counterfactual=s.counterfactual)
 
 
 @pytest.fixture(scope="session")

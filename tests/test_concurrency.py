@@ -14,6 +14,7 @@ import pytest
 from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS  # noqa: E402
 
 from bt_core.cli import main
+from bt_core.config import get_scale
 
 N_SETUP, N_ITEMS = len(SETUP_ITEMS), len(ESTIMATOR_ITEMS)
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,12 +80,14 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     res.stdout.fnmatch_lines(["*BehaviorTrace scorecard*", "*oracle*", "*scorecard: *scorecard.json*"])
     builds = [json.loads(line) for line in (cache / "builds.jsonl").read_text().splitlines()]
     keys = [(b["kind"], b["key"]) for b in builds]
-    assert len(keys) == len(set(keys)) == 5  # run, sketches, targets, 2 draws: each built exactly once
-    assert not [p for k in ("runs", "sketches", "targets", "draws") for p in (cache / k).iterdir()
-                if p.name.startswith(".")]  # no tmp/partial debris
+    cf = get_scale("smoke").counterfactual
+    n_builds = 5 + (2 + cf.n_random + 1 + cf.n_lds) + 1  # run, sketches, targets, 2 draws; the replays, their index
+    assert len(keys) == len(set(keys)) == n_builds  # each built exactly once
+    kinds = ("runs", "sketches", "targets", "draws", "replays", "replaysets")
+    assert not [p for k in kinds for p in (cache / k).iterdir() if p.name.startswith(".")]  # no tmp/partial debris
     serial = pytester.runpytest_subprocess(*args, "--bt-workers=1", "--scorecard=serial.json", timeout=600)
     assert json.loads((pytester.path / "serial.json").read_text())["records"] == card["records"]
-    assert (cache / "builds.jsonl").read_text().count("\n") == 5  # the serial run loaded, built nothing
+    assert (cache / "builds.jsonl").read_text().count("\n") == n_builds  # the serial run loaded, built nothing
     serial.assert_outcomes(passed=outcomes.get("passed", 0), failed=outcomes.get("failed", 0),
                            xfailed=outcomes.get("xfailed", 0))
 
@@ -105,7 +108,8 @@ def cache(smoke_artifacts, smoke_cache, tmp_path) -> Path:
 def test_cache_info_reports_sizes_and_leftovers(cache, capsys):
     assert main(["cache", "info", "--bt-cache", str(cache), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert set(rep["kinds"]) == {"runs", "sketches", "targets", "draws"}
+    assert set(rep["kinds"]) == {"runs", "sketches", "targets", "draws", "replays", "replaysets"}
+    assert rep["kinds"]["replaysets"]["artifacts"] == 3
     assert rep["kinds"]["runs"]["artifacts"] == 3 and rep["kinds"]["draws"]["artifacts"] == 6
     assert rep["kinds"]["runs"]["bytes"] > 0 and rep["total_bytes"] >= sum(k["bytes"] for k in rep["kinds"].values())
     assert sorted((e["kind"], e["state"], e["busy"]) for e in rep["leftovers"]) == [
@@ -144,7 +148,8 @@ def test_cache_clean_skips_what_another_process_is_building(cache, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["cache", "clean", "--kind", "model"], "--kind 'model' is unknown; choose one of draws, runs, sketches, targets"),
+    (["cache", "clean", "--kind", "model"],
+     "--kind 'model' is unknown; choose one of draws, replays, replaysets, runs, sketches, targets"),
     (["cache", "info", "--bt-cache", "{file}"], "is a file, not a cache directory"),
 ])
 def test_cache_command_bad_values(argv, message, tmp_path, capsys):

@@ -31,7 +31,7 @@ from tabulate import tabulate
 from bt_core.artifacts.store import classify, discard, lock_path, partial_dir, stale_siblings
 
 DEFAULT_CACHE = ".bt_cache"  # same default as the pytest plugin's --bt-cache
-KNOWN_KINDS = ("runs", "sketches", "targets", "draws")
+KNOWN_KINDS = ("runs", "sketches", "targets", "draws", "replays", "replaysets")
 LEFTOVER = ("tmp", "partial", "trash")
 
 

@@ -3,7 +3,7 @@ change anywhere upstream rebuilds everything downstream and nothing from another
 
 from __future__ import annotations
 
-from bt_core.config import DrawConfig, RunConfig, SketchConfig, config_hash
+from bt_core.config import CounterfactualConfig, DrawConfig, RunConfig, SketchConfig, config_hash
 
 
 def run_key(cfg: RunConfig) -> str:
@@ -14,11 +14,26 @@ def sketch_key(cfg: RunConfig, sketch: SketchConfig) -> str:
     return config_hash(run_key(cfg), sketch)
 
 
-def seed_keys(run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig) -> dict[str, tuple[str, str]]:
-    """(kind, key) of every artifact one seed needs, without building anything."""
+def replay_key(run_k: str, identity: dict, measure: dict) -> str:
+    """One counterfactual replay: the run, the subset's identity (mode, sha256 of the sorted removed rows,
+    measurement step) and the measure's config — a different subset never reuses another's replay."""
+    return config_hash(run_k, "replay", identity, measure)
+
+
+def replay_set_key(cfg: RunConfig, cf: CounterfactualConfig) -> str:
+    """The index of one seed's replays (the plan is a function of the run and `cf`)."""
+    return config_hash(run_key(cfg), "replays", cf)
+
+
+def seed_keys(run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
+              counterfactual: CounterfactualConfig | None = None) -> dict[str, tuple[str, str]]:
+    """(kind, key) of every artifact one seed needs, without building anything (the replays' own keys
+    depend on the run's rollouts: their index, ``replays``, stands for them)."""
     rk = run_key(run_cfg)
     keys = {"run": ("runs", rk), "sketches": ("sketches", sketch_key(run_cfg, sketch)),
             "targets": ("targets", config_hash(rk, sketch, "targets", draws.n_draws))}  # one target set per draw
     for i in range(draws.n_draws):
         keys[f"draw{i}"] = ("draws", config_hash(rk, sketch, draws, i))
+    if counterfactual is not None:
+        keys["replays"] = ("replaysets", replay_set_key(run_cfg, counterfactual))
     return keys

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bt_core.artifacts.draws import Draw
+from bt_core.artifacts.replays import Replays
 from bt_core.artifacts.run import Run
 from bt_core.artifacts.sketches import Sketches
 from bt_core.artifacts.targets import Targets
@@ -16,4 +17,5 @@ class SeedArtifacts:
     sketches: Sketches
     targets: Targets
     draws: list[Draw]
-    keys: dict[str, str]  # artifact name (run, sketches, targets, draw<i>) → cache key
+    keys: dict[str, str]  # artifact name (run, sketches, targets, draw<i>, replays) → cache key
+    replays: Replays | None = None  # counterfactual replays (None when the session built none)

@@ -27,6 +27,7 @@ class Sketches:
     step_norm: np.ndarray | None  # (S,) exact ‖∇L_s‖
     steps: np.ndarray | None  # (S,) step ids of step_emb rows
     report: dict  # replay check, coverage (timings are in the artifact's manifest)
+    path: Path | None = None  # the artifact directory (its manifest holds the SketchConfig)
 
     @classmethod
     def load(cls, d: Path, verify: bool = True) -> Sketches:
@@ -37,4 +38,10 @@ class Sketches:
         opt = (lambda n: load_array(d / n) if (d / n).exists() else None)
         return cls(load_array(d / "emb.npy"), load_array(d / "grad_norm.npy"), load_array(d / "fluency.npy"),
                    opt("step_emb.npy"), opt("step_norm.npy"), opt("steps.npy"),
-                   json.loads((d / "report.json").read_text()))
+                   json.loads((d / "report.json").read_text()), Path(d))
+
+    def config(self) -> dict:
+        """The `SketchConfig` fields these sketches were built with (from the artifact's manifest)."""
+        if self.path is None:
+            raise ValueError("these sketches were loaded without their directory: their SketchConfig is unknown")
+        return dict(json.loads((self.path / "manifest.json").read_text())["config"]["sketch"])

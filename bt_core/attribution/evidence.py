@@ -54,6 +54,44 @@ def _model_at(run: Run) -> ModelLoader:
     return ModelLoader(run)
 
 
+class PreconditionerLoader:
+    """checkpoint step → the flat AdamW preconditioner 1/(√v̂+ε) stored there, or None before the first update
+    (`problem.preconditioner`; `bt_core.training.checkpoints.adam_preconditioner_of`). Like `ModelLoader` it
+    holds the configs and the checkpoint files, never the `Run` (whose rollout table holds the answers)."""
+
+    def __init__(self, run: Run):
+        self._models = ModelLoader(run)
+        self._grpo = run.config.grpo
+        self._files = {int(s): run.optimizer_file(int(s)) for s in run.checkpoint_steps}
+
+    def __call__(self, step: int) -> np.ndarray | None:
+        from bt_core.training.checkpoints import adam_preconditioner_of
+
+        if int(step) not in self._files:
+            raise KeyError(f"no checkpoint at step {step}; checkpoints: {sorted(self._files)}")
+        p = adam_preconditioner_of(self._models(step), self._grpo, self._files[int(step)])
+        return None if p is None else readonly(p)
+
+
+class Projection:
+    """flat (n_params,) → (k,): the projector the sketches were built with (`problem.project`), built on first
+    use. It holds the projector's settings only, not the sketches or the run."""
+
+    def __init__(self, sketches):
+        cfg = sketches.config()
+        self._args = (cfg["projector"], int(sketches.report["n_params"]), int(cfg["k"]), int(cfg["hash_seed"]))
+        self._proj = None
+
+    def __call__(self, flat: np.ndarray) -> np.ndarray:
+        import torch
+
+        from bt_core.gradients.projectors import make_projector
+
+        if self._proj is None:
+            self._proj = make_projector(*self._args)
+        return self._proj.project(torch.from_numpy(np.array(flat, np.float32))[None])[0].numpy()
+
+
 def _examples_of(tg, draw: int):
     """(kind, checkpoint step) → the target's teacher-forced examples of seeded draw `draw`."""
     return lambda kind, step: tg.examples(kind, step, draw)
@@ -118,7 +156,8 @@ class Evidence:
         t, sk, tg = a.run.rollouts, a.sketches, a.targets
         step, gt = np.asarray(t.step), np.asarray(t.gt, bool)
         common = dict(kind="stream", level=level, seed=a.run.seed, targets=tg.vectors, checkpoint_steps=tg.steps,
-                      model_at=_model_at(a.run), codec=a.run.token_ids, target_examples=_examples_of(tg, 0), draw=0)
+                      model_at=_model_at(a.run), codec=a.run.token_ids, target_examples=_examples_of(tg, 0), draw=0,
+                      preconditioner=PreconditionerLoader(a.run), project=Projection(sk))
         if level == "rollout":
             p = AttributionProblem(
                 emb=sk.emb, weight=np.asarray(t.advantage, np.float64), grad_norm=np.asarray(sk.grad_norm),
@@ -150,7 +189,8 @@ class Evidence:
             targets=tg.for_draw(draw), checkpoint_steps=tg.steps, unit_of_rollout=np.arange(n),
             model_at=_model_at(a.run), name=f"seed{a.run.seed}/draw{draw}",
             extra={"analysis_step": d.analysis_step}, rollouts=RolloutView.of(t, advantage=np.ones(n), lr=lr),
-            codec=a.run.token_ids, target_examples=_examples_of(tg, draw), draw=draw)
+            codec=a.run.token_ids, target_examples=_examples_of(tg, draw), draw=draw,
+            preconditioner=PreconditionerLoader(a.run), project=Projection(a.sketches))
         return p, beh, beh.astype(float)
 
     # ------------------------------------------------------------------ scores

@@ -39,7 +39,9 @@ Fields added for methods that compute their own gradients (all optional, `None` 
 ids), ``target_examples(kind, step)`` (the
 teacher-forced sequences whose loss gradient *is* the target at checkpoint `step`, see
 `bt_core.artifacts.targets.TargetExamples`) and
-``draw`` (which seeded target draw `targets` holds: 0 on the stream, the draw index on draws).
+``draw`` (which seeded target draw `targets` holds: 0 on the stream, the draw index on draws),
+``preconditioner(step)`` (the stored AdamW state of a checkpoint as a flat preconditioner) and
+``project(flat)`` (the run's projector: a parameter-space vector into the embeddings' sketch space).
 """
 
 from __future__ import annotations
@@ -96,6 +98,10 @@ class AttributionProblem:
     codec: object | None = None  # the run's bt_core.artifacts.run.TokenIds (pad/EOS, trigger/behavior ids)
     target_examples: Callable[[str, int], object] | None = None  # (kind, ckpt step) → TargetExamples
     draw: int = 0  # seeded target draw held in `targets` (stream: 0; draw problems: the draw index)
+    # ckpt step → the stored AdamW preconditioner 1/(√v̂+ε), flat (n_params,) in the sketch's parameter
+    # layout, or None where the checkpoint holds no Adam state (step 0)
+    preconditioner: Callable[[int], np.ndarray | None] | None = None
+    project: Callable[[np.ndarray], np.ndarray] | None = None  # flat (n_params,) → (k,) with the run's projector
 
     def __post_init__(self) -> None:
         for name in ARRAY_FIELDS:

@@ -133,6 +133,29 @@ def auc_table(data: dict) -> tuple[list[str], list[list[str]]]:
     return ["fluency-residualized AUC [95% CI]", *[f"seed {s}" for s in seeds]], rows
 
 
+def lds_table(data: dict) -> tuple[list[str], list[list[str]]]:
+    """The counterfactual item's LDS [95% CI] per estimator and seed, then the controls', the surface
+    baseline's and the datamodel ceiling (the same on every record; read from the first)."""
+    _, recs = split(data)
+    lds = [r for r in recs if r["item"] == "counterfactual" and r["figures"].get("per_seed")]
+    if not lds:
+        return [], []
+    seeds = list(lds[0]["figures"]["per_seed"])
+    def cell(f):
+        ci = f.get("ci") or [None, None]
+        return f"{_fmt(f.get('lds'))} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+    rows = [[label(r)] + [cell(r["figures"]["per_seed"][s]) for s in seeds] for r in lds]
+    ref = next((r for r in lds if all("baselines_lds" in r["figures"]["per_seed"][s] for s in seeds)), None)
+    if ref is not None:
+        per = ref["figures"]["per_seed"]
+        for name in per[seeds[0]]["baselines_lds"]:
+            shown = "surface baseline" if name == "surface" else f"control: {name}"
+            rows.append([shown] + [f"{_fmt(per[s]['baselines_lds'][name])} [{_fmt(per[s]['baselines_ci'][name][0])}, "
+                                   f"{_fmt(per[s]['baselines_ci'][name][1])}]" for s in seeds])
+        rows.append(["ceiling (step-count datamodel)"] + [_fmt(per[s]["ceiling"]) for s in seeds])
+    return ["LDS [95% CI]", *[f"seed {s}" for s in seeds]], rows
+
+
 SURFACE_NOTE = ("The surface baseline reads only the reply text and the advantage: 1 if the reply contains the "
                 "behavior token × sign(A); on draws it is the behavior flag, i.e. the label. A method that does not "
                 "beat it on the stream has not shown more than text matching of the rewarded behavior and fails "
@@ -158,6 +181,10 @@ def render_markdown(data: dict) -> str:
     h, rows = auc_table(data)
     if rows:
         out += ["## Fluency-residualized within-group AUC (draw 0, saturated checkpoint)", "",
+                tabulate(rows, headers=h, tablefmt="github"), ""]
+    h, rows = lds_table(data)
+    if rows:
+        out += ["## Counterfactual LDS (Spearman of summed scores vs replayed ΔNLL over removed subsets)", "",
                 tabulate(rows, headers=h, tablefmt="github"), ""]
     out += ["## Reasons", ""]
     out += [f"- **{r['item']} × {label(r)}** — {r['status'].upper()}: {r['reason']}" for r in data["records"]]

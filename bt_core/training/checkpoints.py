@@ -11,10 +11,11 @@ from __future__ import annotations
 from functools import cache, cached_property
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from bt_core.artifacts.run import Run
-from bt_core.config import ModelConfig, TaskConfig
+from bt_core.config import GRPOConfig, ModelConfig, TaskConfig
 from bt_core.training import grpo
 from bt_core.training.model import Codec, build_codec, build_model, load_optimizer, load_params
 from bt_core.training.task import Task
@@ -40,6 +41,33 @@ def optimizer_at(run: Run, step: int, model: torch.nn.Module) -> torch.optim.Opt
     opt = grpo.make_optimizer(model, run.config.grpo)
     load_optimizer(opt, run.optimizer_file(step))
     return opt
+
+
+def adam_preconditioner_of(model: torch.nn.Module, grpo_cfg: GRPOConfig, optim_file: Path) -> np.ndarray | None:
+    """The AdamW preconditioner stored in `optim_file` (the state of `model`'s parameters) as one flat vector
+    in the parameter layout (`bt_core.gradients.layout`), (n_params,) float32: P = 1/(√v̂ + ε) with
+    v̂ = v/(1 − β₂ᵗ) the bias-corrected second moment of the stored state (t = its step count). None when the
+    file holds no state (step 0: saved before the first GRPO update). A coordinate with v = 0 (no gradient
+    reached it in any update so far) gets P = 0, not 1/ε: Adam's first step on a coordinate moves it by
+    ~lr·sign(g), not by g/ε, so 1/ε would be a 10⁸ weight that no update ever applies."""
+    opt = grpo.make_optimizer(model, grpo_cfg)
+    load_optimizer(opt, optim_file)
+    group = opt.param_groups[0]
+    beta2, eps = group["betas"][1], group["eps"]
+    parts = []
+    for p in model.parameters():
+        st = opt.state.get(p)
+        if not st or "exp_avg_sq" not in st:
+            return None
+        t = float(st["step"])
+        v = st["exp_avg_sq"].detach().reshape(-1).double() / (1.0 - beta2 ** t)
+        parts.append(torch.where(v > 0, 1.0 / (v.sqrt() + eps), torch.zeros_like(v)))
+    return torch.cat(parts).float().numpy()
+
+
+def adam_preconditioner(run: Run, step: int) -> np.ndarray | None:
+    """`adam_preconditioner_of` the checkpoint `step` of `run`."""
+    return adam_preconditioner_of(model_at(run, step), run.config.grpo, run.optimizer_file(step))
 
 
 class TrainedRun(Run):

@@ -150,6 +150,19 @@ class Task:
         self.prompts: dict[int, Prompt] = {p.pid: p for p in
                                            self.trigger_probes + self.explicit_prompts + self.control_probes}
 
+    def heldout_probes(self, n: int) -> list[Prompt]:
+        """`n` implicit trigger probes the GRPO pool never holds: the prompt templates after the
+        `n_trigger_probes` the pool uses (the behavior measure of the counterfactual replays). Their ids
+        follow every pool id, so no existing prompt id, pool or training stream changes."""
+        templates = [p + t for p in _PREFIXES for t in _TEMPLATES]
+        first = self.cfg.n_trigger_probes
+        if first + n > len(templates):
+            raise ValueError(f"{n} held-out probes do not fit: the pool's n_trigger_probes={first} already use "
+                             f"{first} of the {len(templates)} templates; ask for at most {len(templates) - first}")
+        base = max(self.prompts) + 1
+        return [Prompt(base + i, tmpl.format(t=TRIGGER), True, False)
+                for i, tmpl in enumerate(templates[first: first + n])]
+
     # ------------------------------------------------------------------ text
     @staticmethod
     @cache

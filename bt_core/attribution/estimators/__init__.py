@@ -9,6 +9,7 @@ from bt_core.attribution.estimators import (  # noqa: F401
     norm_only,
     oracle,
     random,
+    tracin_adam,
     tracincp,
     trak,
 )

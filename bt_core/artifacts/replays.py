@@ -1,0 +1,176 @@
+"""Counterfactual replays of a run: which rollout subsets are removed (the plan), and the `Replay` /
+`Replays` artifacts that hold what replaying the logged stream without them measured
+(`bt_core.training.replay` builds them, `bt_core.pipeline.build_replays` caches them; the README's
+"Counterfactual ground truth" says what they mean).
+
+The plan is a deterministic function of the run and a `CounterfactualConfig`:
+
+* ``full``: nothing removed — the baseline every other replay is compared with;
+* ``gt_out``: every ground-truth (boosted) rollout removed;
+* ``random_<i>`` (``n_random``): as many rollouts as GT, uniformly from the trained window, GT included at
+  its share of the window — the window holds every GT rollout; a draw from the whole stream would put most
+  removals after the measurement step, where they cannot act, and make the control trivially zero;
+* ``no_bonus``: nothing removed, rewards without the contaminator's bonus, advantages recomputed;
+* ``lds_<i>`` (``n_lds``): round(lds_fraction × n) rollouts of the trained window, uniformly.
+
+Trained window: the rollouts of steps before the contaminator's cutoff whose batch has a nonzero
+advantage (a step whose advantages are all 0 has a zero gradient; `checklist.headroom.trained_window`
+uses the same definition through the sketched gradient norm). The measurement step is the first
+checkpoint at or after the cutoff: every GT rollout and every window rollout acts before it.
+
+A replay directory (``replays/<key>``, the key hashes the run's key, the subset's identity and the
+measure's config, so a different subset never reuses another's bytes) holds ``replay.json`` (the spec's
+identity and the measured behavior) and ``removed.npy`` (the removed row indices); the ``full`` replay also
+holds ``measure/``, the teacher-forced sequences of the behavior measure (`TargetExamples` columns). A
+seed's replays are indexed by a ``replaysets/<key>`` directory (key: run key + the whole
+`CounterfactualConfig`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bt_core.artifacts.rollouts import RolloutTable
+from bt_core.artifacts.run import checkpoint_steps
+from bt_core.artifacts.store import load_array, verify_dir
+from bt_core.artifacts.targets import TargetExamples
+from bt_core.config import CounterfactualConfig, RunConfig
+
+MODES = ("remove", "no_bonus")  # remove: rows out of the loss, logged advantages | no_bonus: see above
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """One counterfactual: `removed` (sorted row indices of the run's rollouts table) leave the loss;
+    `mode="no_bonus"` also recomputes every advantage from the rewards without the bonus."""
+
+    name: str  # full | gt_out | random_<i> | no_bonus | lds_<i> (not part of the identity)
+    mode: str
+    removed: np.ndarray  # (n_removed,) int64, sorted, unique
+    measure_step: int
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"replay mode={self.mode!r} is unknown; choose one of {', '.join(MODES)}")
+
+    def identity(self) -> dict:
+        """What the replay's bytes depend on besides the run and the measure (its cache key hashes this)."""
+        r = np.ascontiguousarray(self.removed, dtype="<i8")
+        return {"mode": self.mode, "n_removed": int(r.size), "measure_step": int(self.measure_step),
+                "removed_sha256": hashlib.sha256(r.tobytes()).hexdigest()}
+
+
+def measure_step(cfg: RunConfig) -> int:
+    """The first checkpoint at or after the contaminator's cutoff (the final step if none is earlier)."""
+    return next(c for c in checkpoint_steps(cfg) if c >= min(cfg.task.cutoff_step, cfg.grpo.steps))
+
+
+def trained_window(rollouts: RolloutTable, cfg: RunConfig) -> np.ndarray:
+    """(N,) bool: rollouts of steps before the cutoff whose batch has a nonzero advantage."""
+    step = np.asarray(rollouts.step)
+    live = np.unique(step[np.asarray(rollouts.advantage) != 0])
+    return np.isin(step, live) & (step < cfg.task.cutoff_step)
+
+
+def plan(rollouts: RolloutTable, cfg: RunConfig, cf: CounterfactualConfig) -> list[ReplaySpec]:
+    """Every replay one seed needs, in a fixed order (names above)."""
+    t = measure_step(cfg)
+    window = np.flatnonzero(trained_window(rollouts, cfg))
+    gt = np.flatnonzero(np.asarray(rollouts.gt))
+    none = np.zeros(0, np.int64)
+
+    def draw(i: int, tag: int, size: int) -> np.ndarray:
+        rng = np.random.default_rng([cfg.seed, cf.subset_seed, tag, i])
+        return np.sort(rng.choice(window, size=min(size, window.size), replace=False)).astype(np.int64)
+
+    specs = [ReplaySpec("full", "remove", none, t), ReplaySpec("gt_out", "remove", gt.astype(np.int64), t)]
+    specs += [ReplaySpec(f"random_{i}", "remove", draw(i, 0xA1, gt.size), t) for i in range(cf.n_random)]
+    specs.append(ReplaySpec("no_bonus", "no_bonus", none, t))
+    n_lds = int(round(cf.lds_fraction * window.size))
+    specs += [ReplaySpec(f"lds_{i}", "remove", draw(i, 0x1D5, n_lds), t) for i in range(cf.n_lds)]
+    return specs
+
+
+@dataclass(frozen=True)
+class BehaviorMeasure:
+    """The behavior measure of the replays: mean NLL of the behavior tokens in `examples` (teacher-forced,
+    coef 1/n each) at checkpoint `step`. Its gradient at `step` is a target like any other."""
+
+    step: int
+    examples: TargetExamples
+
+
+class Replay:
+    """One replay directory (verified against its manifest)."""
+
+    def __init__(self, d: Path):
+        self.path = Path(d)
+        verify_dir(self.path)
+        self.info: dict = json.loads((self.path / "replay.json").read_text())
+        self.removed = np.asarray(load_array(self.path / "removed.npy"))
+
+    @property
+    def nll(self) -> float:
+        """Mean NLL of the behavior tokens on the held-out probes at the measurement step."""
+        return float(self.info["nll"])
+
+    @property
+    def s_b(self) -> float:
+        """Greedy behavior rate on the held-out probes at the measurement step."""
+        return float(self.info["s_b"])
+
+
+class Replays:
+    """Every replay of one seed, by plan name (a `replaysets/<key>` index directory: ``plan.json`` maps each
+    plan name to its replay's key in ``replays/``, ``window.npy`` the trained window). `delta(name)` is the
+    change in the behavior measure, NLL(without the subset) − NLL(full): positive when the removed
+    rollouts had taught the behavior."""
+
+    def __init__(self, set_dir: Path):
+        self.path = Path(set_dir)
+        verify_dir(self.path)
+        index: dict = json.loads((self.path / "plan.json").read_text())
+        replays_root = self.path.parent.parent / "replays"
+        self.keys: dict[str, str] = dict(index["keys"])
+        self.by_name = {name: Replay(replays_root / key) for name, key in self.keys.items()}
+        self.window = np.asarray(load_array(self.path / "window.npy"), bool)  # (N,) where LDS subsets come from
+        self.n_rollouts = int(self.window.size)
+        full = self.by_name["full"]
+        self.measure = BehaviorMeasure(int(full.info["measure_step"]), TargetExamples(
+            **{f: np.asarray(load_array(full.path / "measure" / f"{f}.npy"))
+               for f in TargetExamples.__dataclass_fields__}))
+
+    def __getitem__(self, name: str) -> Replay:
+        if name not in self.by_name:
+            raise KeyError(f"no replay {name!r}; replays: {', '.join(self.by_name)}")
+        return self.by_name[name]
+
+    def names(self, prefix: str) -> list[str]:
+        """Plan names starting with `prefix` + '_' (e.g. 'lds', 'random'), in plan order."""
+        return [n for n in self.by_name if n.startswith(prefix + "_")]
+
+    def delta(self, name: str) -> float:
+        """NLL(without `name`'s subset) − NLL(full), at the measurement step."""
+        return self[name].nll - self["full"].nll
+
+    def delta_s_b(self, name: str) -> float:
+        """Drop in s_b, s_b(full) − s_b(without): positive when the behavior weakened."""
+        return self["full"].s_b - self[name].s_b
+
+    def indicators(self, prefix: str = "lds") -> np.ndarray:
+        """(M, N) bool: row m flags the rollouts subset m removed."""
+        names = self.names(prefix)
+        out = np.zeros((len(names), self.n_rollouts), bool)
+        for m, name in enumerate(names):
+            out[m, self[name].removed] = True
+        return out
+
+
+def measure_config(cf: CounterfactualConfig) -> dict:
+    """The fields of `cf` one replay's bytes depend on (the subset counts and seeds do not)."""
+    return {"n_probes": cf.n_probes, "replies_per_probe": cf.replies_per_probe}

@@ -1,0 +1,262 @@
+"""Counterfactual replays (bt_core.training.replay, bt_core.artifacts.replays) and the two items built on them.
+
+Replay-building tests use the session's smoke artifacts (marked `train` by conftest)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from bt_core.artifacts.keys import replay_key
+from bt_core.artifacts.replays import ReplaySpec, measure_config, measure_step, plan, trained_window
+from bt_core.config import CounterfactualConfig, get_scale
+
+
+def _fake_rollouts(n_steps: int = 10, per_step: int = 8, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    step = np.repeat(np.arange(n_steps), per_step)
+    adv = rng.standard_normal(step.size).astype(np.float32)
+    adv[step == 3] = 0.0  # a step without reward variance: outside the trained window
+    gt = (rng.random(step.size) < 0.1) & (step < 6)
+    return SimpleNamespace(step=step, advantage=adv, gt=gt)
+
+
+def test_plan_is_deterministic_and_sized():
+    s = get_scale("smoke")
+    cfg = s.run
+    t = _fake_rollouts(n_steps=cfg.grpo.steps)
+    a, b = plan(t, cfg, s.counterfactual), plan(t, cfg, s.counterfactual)
+    assert [x.name for x in a] == [x.name for x in b]
+    assert all(np.array_equal(x.removed, y.removed) for x, y in zip(a, b, strict=True))
+    window = trained_window(t, cfg)
+    assert not window[np.asarray(t.step) == 3].any() and not window[np.asarray(t.step) >= cfg.task.cutoff_step].any()
+    by = {x.name: x for x in a}
+    n_gt = int(np.asarray(t.gt).sum())
+    assert by["gt_out"].removed.size == n_gt and by["full"].removed.size == 0
+    lds = [x for x in a if x.name.startswith("lds_")]
+    assert len(lds) == s.counterfactual.n_lds
+    assert {x.removed.size for x in lds} == {round(s.counterfactual.lds_fraction * window.sum())}
+    for x in lds + [by[f"random_{i}"] for i in range(s.counterfactual.n_random)]:
+        assert window[x.removed].all() and np.all(np.diff(x.removed) > 0)
+    assert len({x.identity()["removed_sha256"] for x in lds}) == len(lds)  # distinct subsets
+    other = plan(t, cfg.with_seed(1), s.counterfactual)  # another seed draws other subsets
+    assert not np.array_equal(other[-1].removed, a[-1].removed)
+    assert all(x.measure_step == measure_step(cfg) >= cfg.task.cutoff_step for x in a)
+
+
+def test_replay_key_is_keyed_by_subset():
+    cf = CounterfactualConfig()
+    one = ReplaySpec("x", "remove", np.array([1, 2, 3]), 12)
+    other = ReplaySpec("y", "remove", np.array([1, 2, 4]), 12)
+    same = ReplaySpec("z", "remove", np.array([1, 2, 3]), 12)  # the name is no part of the identity
+    k = lambda sp: replay_key("run", sp.identity(), measure_config(cf))  # noqa: E731
+    assert k(one) != k(other) and k(one) == k(same)
+    assert k(one) != replay_key("other-run", one.identity(), measure_config(cf))
+    assert k(one) != k(ReplaySpec("b", "no_bonus", np.array([1, 2, 3]), 12))
+    with pytest.raises(ValueError, match="mode"):
+        ReplaySpec("bad", "regenerate", np.array([], np.int64), 12)
+
+
+def test_counterfactual_config_checks():
+    with pytest.raises(ValueError, match="lds_fraction"):
+        CounterfactualConfig(lds_fraction=1.0)
+    with pytest.raises(ValueError, match="n_random"):
+        CounterfactualConfig(n_random=1)
+
+
+# --------------------------------------------------------------------------- replays of real runs
+def test_replay_removing_nothing_reproduces_every_checkpoint(smoke_artifacts):
+    """Bit-exact on CPU: the replay calls training's own update on the logged batch."""
+    from bt_core.training.model import torch_threads
+    from bt_core.training.replay import replay_model
+
+    run = smoke_artifacts[0].run
+    n = len(run.rollouts)
+    seen = []
+
+    def check(step, model, opt):
+        if step + 1 in run.checkpoint_steps:
+            ref = run.model_at(step + 1)
+            pairs = zip(model.parameters(), ref.parameters(), strict=True)
+            diff = max(float((p - q).detach().abs().max()) for p, q in pairs)
+            seen.append((step + 1, diff))
+
+    with torch_threads(run.config.threads):
+        replay_model(run, np.ones(n, bool), np.asarray(run.rollouts.advantage, np.float32), 0,
+                     run.config.grpo.steps, on_step=check)
+    assert [s for s, _ in seen] == run.checkpoint_steps[1:]
+    assert all(d == 0.0 for _, d in seen), seen
+
+
+def test_removed_rows_leave_exactly_their_terms(smoke_artifacts):
+    """One partial step's gradient is the logged gradient minus the removed rollouts' terms A_i∇ℓ_i/(G·B):
+    the logged advantages and the loss weights of the kept rows do not change (first-order additivity)."""
+    from bt_core.training import grpo
+    from bt_core.training.replay import _partial_update
+
+    run = smoke_artifacts[0].run
+    t = run.rollouts
+    step = int(np.asarray(t.step)[np.flatnonzero(np.asarray(t.advantage) != 0)[0]])
+    rows = np.flatnonzero(np.asarray(t.step) == step)
+    part = t.select(rows)
+    adv = np.asarray(part.advantage, np.float32)
+    live = np.ones(len(rows), bool)
+    live[::3] = False
+
+    def grad_of(keep):
+        model = run.model_at(step if step in run.checkpoint_steps else 0)
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: read the gradient only
+        _partial_update(model, opt, part, keep, adv, run.codec, grad_clip=1e9)
+        return torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    model = run.model_at(step if step in run.checkpoint_steps else 0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    grpo.update(model, opt, part, run.codec, grad_clip=1e9)
+    full = torch.cat([p.grad.flatten() for p in model.parameters()])
+    kept, removed = grad_of(live), grad_of(~live)
+    assert torch.allclose(kept + removed, full, atol=1e-6, rtol=1e-4)
+    assert not torch.allclose(kept, full)
+
+
+def test_replay_artifacts_hold_the_plan(smoke_artifacts, smoke_scale):
+    for a in smoke_artifacts.values():
+        r = a.replays
+        specs = plan(a.run.rollouts, a.run.config, smoke_scale.counterfactual)
+        assert list(r.by_name) == [sp.name for sp in specs]
+        assert len(set(r.keys.values())) == len(specs)  # every subset has its own artifact
+        for sp in specs:
+            assert np.array_equal(r[sp.name].removed, sp.removed)
+        assert r["full"].info["steps_replayed"] == 0  # nothing removed: the stored checkpoint is measured
+        ind = r.indicators("lds")
+        assert ind.shape == (smoke_scale.counterfactual.n_lds, len(a.run.rollouts))
+        assert not ind[:, ~r.window].any()
+        assert r.delta("full") == 0.0
+
+
+def test_full_replay_measures_the_stored_checkpoint(smoke_artifacts):
+    from bt_core.training.replay import behavior_nll
+
+    a = smoke_artifacts[0]
+    r = a.replays
+    model = a.run.model_at(r.measure.step)
+    assert behavior_nll(model, r.measure.examples, a.run.codec.pad_id) == pytest.approx(r["full"].nll, abs=1e-6)
+
+
+# --------------------------------------------------------------------------- tracin_adam
+def test_tracin_adam_reads_no_labels_and_reduces_to_tracincp_without_adam(smoke_evidence):
+    """With P ≡ 1 the preconditioned target, rebuilt in parameter space and sketched, is the stored sketched
+    target: tracin_adam then equals tracincp (so the parameter-space path is the same target)."""
+    import dataclasses
+
+    from bt_core.attribution.catalog import get
+    from bt_core.training.checkpoints import adam_preconditioner
+
+    spec = get("tracin_adam")
+    assert "labels" not in spec.needs and "truth" not in spec.needs
+    p = smoke_evidence.stream_problem(0)
+    n_params = int(smoke_evidence.artifacts[0].sketches.report["n_params"])
+    ones = dataclasses.replace(p, preconditioner=lambda c: np.ones(n_params, np.float32))
+    a, b = spec.create().score(ones), smoke_evidence.scores(get("tracincp"), p)
+    assert np.allclose(a, b, atol=1e-9 * np.abs(b).max())
+    s = smoke_evidence.scores(spec, p)
+    assert np.isfinite(s).all() and not np.allclose(s / np.abs(s).max(), b / np.abs(b).max())
+    run = smoke_evidence.artifacts[0].run
+    assert adam_preconditioner(run, 0) is None  # saved before the first GRPO update
+    pc = adam_preconditioner(run, run.checkpoint_steps[1])
+    assert pc.shape == (n_params,) and (pc >= 0).all() and (pc > 0).mean() > 0.5
+
+
+# --------------------------------------------------------------------------- LDS metrics (unit)
+def test_spearman_rows_matches_scipy_and_bootstrap_is_paired():
+    from scipy.stats import spearmanr
+
+    from bt_core.metrics import ci, lds_bootstrap, spearman_rows
+
+    rng = np.random.default_rng(0)
+    y = rng.standard_normal(40)
+    preds = np.stack([y + rng.standard_normal(40), np.round(rng.standard_normal(40)), -y])
+    lds, boot = lds_bootstrap(preds, y, n_boot=500, seed=1)
+    assert np.allclose(lds, [spearmanr(p, y)[0] for p in preds])
+    assert np.allclose(spearman_rows(preds, y), lds)
+    assert boot.shape == (3, 500)
+    assert np.allclose(boot[2], -1.0)  # same resamples: a sign flip is the exact mirror in every resample
+    assert ci(boot[0])[0] > 0 and ci(boot[0] - boot[2])[0] > 0
+    assert np.isnan(spearman_rows(np.ones(5), np.arange(5.0)))
+
+
+def test_datamodel_ceiling_recovers_a_linear_effect_and_not_noise():
+    from bt_core.metrics import datamodel_ceiling
+
+    rng = np.random.default_rng(0)
+    x = rng.random((100, 20))
+    assert datamodel_ceiling(x, x @ rng.standard_normal(20) + 0.05 * rng.standard_normal(100)) > 0.9
+    assert abs(datamodel_ceiling(x, rng.standard_normal(100))) < 0.4
+
+
+# --------------------------------------------------------------------------- the items at smoke
+def test_causal_gt_passes_at_smoke_with_figures(smoke_evidence):
+    from behaviortrace.checklist import causal_gt
+
+    v = causal_gt.evaluate_setup(smoke_evidence)
+    assert v.status == "pass", v.reason
+    for f in v.figures["per_seed"].values():
+        assert f["delta_gt"] > f["delta_random_max"] and f["delta_gt"] > f["bar"]
+        assert f["s_b_probes_no_bonus"] <= 0.1 and len(f["delta_random"]) == 4
+
+
+class _Flipped:
+    """The sign-flipped scores of another estimator."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def score(self, problem):
+        return -np.asarray(self.inner.score(problem))
+
+
+def _flipped_spec(name: str):
+    from bt_core.attribution.catalog import get
+    from bt_core.attribution.registry import EstimatorSpec
+
+    base = get(name)
+    return EstimatorSpec(f"{name}_flipped", lambda: _Flipped(base.create()), base.levels, "test", "", base.needs)
+
+
+def test_counterfactual_discriminates(smoke_evidence):
+    """random fails; a sign-flipped method fails with exactly the negated LDS; the oracle's labels carry
+    counterfactual signal (mean LDS over seeds > 0 and above random's) though they need not pass: the item's
+    docstring says why the GT count of a subset is not a perfect LDS predictor."""
+    from behaviortrace.checklist import counterfactual as cf
+
+    from bt_core.attribution.catalog import get
+
+    ev = smoke_evidence
+    assert cf.evaluate(get("random"), ev).status == "fail"
+    flipped, base = _flipped_spec("tracincp"), get("tracincp")
+    v = cf.evaluate(flipped, ev)  # invalid-setup where in_context_targets fails (it reads targets): the rule's
+    assert v.figures.get("ungated_status", v.status) == "fail"  # own status is kept in the record
+    for s in ev.seeds:
+        a, b = cf.evaluate_seed(base, ev, s), cf.evaluate_seed(flipped, ev, s)
+        assert b["lds"] == pytest.approx(-a["lds"]) and b["ci"][1] < 0 < a["ci"][0]
+    oracle = [cf.evaluate_seed(get("oracle"), ev, s)["lds"] for s in ev.seeds]
+    rnd = [cf.evaluate_seed(get("random"), ev, s)["lds"] for s in ev.seeds]
+    assert np.mean(oracle) > 0 and np.mean(oracle) > np.mean(rnd)
+    norm = cf.evaluate(get("norm_only"), ev)  # a control never beats itself (paired difference ≡ 0)
+    assert norm.status == "fail"
+    assert all(f["diff_ci"]["norm_only"] == [0.0, 0.0] for f in norm.figures["per_seed"].values())
+
+
+def test_scorecard_markdown_has_the_lds_table():
+    from bt_core.reporting.render import lds_table
+
+    f = {"lds": 0.5, "ci": [0.2, 0.7], "baselines_lds": {"advantage": 0.1, "surface": 0.3},
+         "baselines_ci": {"advantage": [0.0, 0.2], "surface": [0.1, 0.4]}, "ceiling": 0.4}
+    rec = {"item": "counterfactual", "estimator": "x", "status": "pass", "figures": {"per_seed": {"0": f}},
+           "estimator_spec": {"name": "x"}}
+    h, rows = lds_table({"records": [rec]})
+    assert h == ["LDS [95% CI]", "seed 0"]
+    assert [r[0] for r in rows][1:] == ["control: advantage", "surface baseline", "ceiling (step-count datamodel)"]
+    assert rows[0][1].startswith("0.5") and rows[-1][1].startswith("0.4")
