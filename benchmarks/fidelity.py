@@ -1,0 +1,222 @@
+"""The fidelity table: one row per reference finding, the reference's figures beside what the suite measured
+at each scale, read from scorecards only (nothing here recomputes a figure).
+
+    python -m behaviortrace.benchmarks.fidelity default=scorecard.json [real=real/scorecard.json]
+        [--markdown OUT.md] [--agreement-figure OUT.png]
+
+Each cell summarizes the scorecard's own figures over its seeds (ranges: min–max). A scorecard that lacks
+an item (a scale run without the estimators a row needs) shows "—". With two or more scorecards it also
+reports the verdict agreement: the share of (built-in estimator × estimator item) verdicts on which the
+scales agree, over the pairs both scorecards hold (and draws it as a bar figure with --agreement-figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tabulate import tabulate
+
+# The reference's figures (the reference study's notes, "Findings the harness must be able to show")
+REFERENCE = {
+    "P1": "norm-only 4.2–4.5× at step level; targeted 4.1–4.9×; norm-only ≥ best targeted on 2 of 3 seeds",
+    "P2": "step-level ceiling − chance ≈ 0.11; every method within ~0.03 of chance",
+    "P3": "trigger and behavior rows covered by the sketch",
+    "P4": "in-context +0.11 to +0.30; constructed below 0.05",
+    "P5": "saturated checkpoint 82–93%; fluency AUC 0.72–0.80, at or above every gradient method",
+    "P6": "GAS residualized AUC 0.486–0.629 across seeds, 0.446–0.629 across draws; verdicts flip",
+    "causal": "leave-GT-out Δs_b +0.35, +0.15, +0.30; equal-size random removal 0.000",
+    "LDS": "not measured (no tool does LDS for online RL)",
+}
+TITLES = {"P1": "P1 magnitude (step level)", "P2": "P2 headroom (trained window, step level)",
+          "P3": "P3 coverage", "P4": "P4 in-context targets", "P5": "P5 fluency", "P6": "P6 seed/draw instability",
+          "causal": "causal check (leave-GT-out)", "LDS": "LDS against replayed retraining"}
+METHODS = ("cosine", "cosine_centred", "dot", "tracincp", "trak", "tracin_adam")  # built-in targeted methods
+GAS = "cosine"
+BUILTINS = (*METHODS, "local_buffer", "norm_only", "random", "fluency", "oracle")
+
+
+def _rng(values) -> str:
+    v = [x for x in values if isinstance(x, (int, float)) and x == x]
+    if not v:
+        return "—"
+    lo, hi = min(v), max(v)
+    return f"{lo:.3g}" if abs(hi - lo) < 5e-4 else f"{lo:.3g}–{hi:.3g}"
+
+
+class Card:
+    def __init__(self, path: Path):
+        self.data = json.loads(Path(path).read_text())
+        self.recs = {(r["estimator"], r["item"]): r for r in self.data["records"]}
+        self.seeds = [str(s) for s in self.data.get("seeds", [])]
+
+    def per_seed(self, est: str, item: str) -> dict:
+        r = self.recs.get((est, item))
+        return (r or {}).get("figures", {}).get("per_seed") or {}
+
+    def status(self, est: str, item: str) -> str | None:
+        r = self.recs.get((est, item))
+        return None if r is None else r["status"]
+
+
+def p1(c: Card) -> str:
+    base = (c.data.get("baselines") or {}).get("per_seed") or {}
+    norm = {s: b["step"]["norm_only"]["lift"] for s, b in base.items()}
+    best = {}
+    for m in METHODS:
+        for s, f in c.per_seed(m, "magnitude_control").items():
+            best[s] = max(best.get(s, float("-inf")), f.get("step", {}).get("lift", float("nan")))
+    if not norm:
+        return "—"
+    wins = sum(1 for s in norm if s in best and norm[s] >= best[s])
+    tail = f"; norm-only ≥ best targeted on {wins} of {len(norm)} seeds" if best else ""
+    return f"norm-only {_rng(norm.values())}×; targeted {_rng(best.values())}×{tail}"
+
+
+def p2(c: Card) -> str:
+    rows = c.per_seed("random", "headroom") or next((c.per_seed(m, "headroom") for m in METHODS
+                                                      if c.per_seed(m, "headroom")), {})
+    room = [f["step"]["headroom"] for f in rows.values() if "step" in f]
+    above = [c.per_seed(m, "headroom").get(s, {}).get("step", {}) for m in METHODS for s in rows]
+    gaps = [f["precision"] - f["chance"] for f in above if "precision" in f]
+    if not room:
+        return "—"
+    return f"ceiling − chance {_rng(room)}; methods' precision − chance {_rng(gaps)}"
+
+
+def p3(c: Card) -> str:
+    cov = next((r for (e, i), r in c.recs.items() if e == "setup" and i == "sketch_coverage"), None)
+    if cov is None:
+        return "—"
+    ratios = [t["norm2_ratio"] for f in cov["figures"]["per_seed"].values()
+              for t in (f.get("token_rows") or {}).values()]
+    return f"{cov['status']}: ‖Sg‖²/‖g‖² of the trigger/behavior rows {_rng(ratios)}"
+
+
+def p4(c: Card) -> str:
+    r = c.recs.get(("setup", "in_context_targets"))
+    if r is None:
+        return "—"
+    ic, co = [], []
+    for f in r["figures"]["per_seed"].values():
+        for d in f["per_draw"].values():
+            ic.append(d["in_context"]["mean"])
+            co.append(d["constructed"]["ci_hi"])
+    passing = sum(1 for f in r["figures"]["per_seed"].values() if f["status"] == "pass")
+    return (f"in-context {_rng(ic)} (CI lower > 0.05 on {passing} of {len(r['figures']['per_seed'])} seeds); "
+            f"constructed CI upper {_rng(co)}")
+
+
+def p5(c: Card) -> str:
+    flu = c.per_seed(GAS, "fluency_control") or next((c.per_seed(m, "fluency_control") for m in BUILTINS
+                                                       if c.per_seed(m, "fluency_control")), {})
+    if not flu:
+        return "—"
+    rate = [f.get("sampled_rate") for f in flu.values()]
+    fauc = [f.get("fluency_auc") for f in flu.values()]
+    raw = [f.get("raw_auc") for m in METHODS for f in c.per_seed(m, "fluency_control").values()]
+    resid = [f.get("auc") for m in METHODS for f in c.per_seed(m, "fluency_control").values()]
+    return (f"saturated {_rng(rate)}; fluency AUC {_rng(fauc)}; gradient methods raw {_rng(raw)}, "
+            f"residualized {_rng(resid)}")
+
+
+def p6(c: Card) -> str:
+    seeds = [f.get("auc") for f in c.per_seed(GAS, "fluency_control").values()]
+    dv = c.per_seed(GAS, "draw_variance")
+    draws = [a for f in dv.values() for a in (f.get("auc") or {}).values()]
+    flips = sum(len(f.get("flips") or []) for f in dv.values())
+    if not seeds:
+        return "—"
+    return f"GAS residualized AUC {_rng(seeds)} across seeds, {_rng(draws)} across draws; {flips} draw verdict flip(s)"
+
+
+def _mean(values) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def causal(c: Card) -> str:
+    r = c.recs.get(("setup", "causal_gt"))
+    if r is None:
+        return "—"
+    f = r["figures"]["per_seed"].values()
+    return (f"{r['status']}: leave-GT-out Δs_b {_rng([x.get('s_b_drop_gt') for x in f])} (ΔNLL "
+            f"{_rng([x.get('delta_gt') for x in f])}); random removal Δs_b "
+            f"{_rng([_mean(x.get('s_b_drop_random')) for x in f])} (ΔNLL "
+            f"{_rng([x.get('delta_random_mean') for x in f])}); no-bonus s_b {_rng([x.get('s_b_no_bonus') for x in f])}")
+
+
+def lds(c: Card) -> str:
+    best = {m: [f.get("lds") for f in c.per_seed(m, "counterfactual").values()] for m in METHODS}
+    best = {m: v for m, v in best.items() if v}
+    if not best:
+        return "—"
+    any_rec = next(c.per_seed(m, "counterfactual") for m in best)
+    adv = [f.get("baselines_lds", {}).get("advantage") for f in any_rec.values()]
+    passes = {m: sum(1 for f in c.per_seed(m, "counterfactual").values() if f.get("status") == "pass") for m in best}
+    top = max(best, key=lambda m: sum(x for x in best[m] if x == x) / len(best[m]))
+    return (f"best method {top} LDS {_rng(best[top])} (passes {passes[top]} of {len(best[top])} seeds); "
+            f"advantage control {_rng(adv)}")
+
+
+ROWS = {"P1": p1, "P2": p2, "P3": p3, "P4": p4, "P5": p5, "P6": p6, "causal": causal, "LDS": lds}
+
+
+def table(cards: dict[str, Card]) -> tuple[list[str], list[list[str]]]:
+    headers = ["finding", "reference", *cards]
+    return headers, [[TITLES[k], REFERENCE[k], *(fn(c) for c in cards.values())] for k, fn in ROWS.items()]
+
+
+def agreement(a: Card, b: Card) -> tuple[float, int]:
+    """Share of (built-in × estimator item) verdicts both hold on which they agree, and how many pairs."""
+    pairs = [(e, i) for (e, i) in a.recs if e in BUILTINS and (e, i) in b.recs]
+    if not pairs:
+        return float("nan"), 0
+    same = sum(a.status(e, i) == b.status(e, i) for e, i in pairs)
+    return same / len(pairs), len(pairs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("scorecards", nargs="+", metavar="SCALE=PATH", help="a scorecard.json per scale, in column order")
+    ap.add_argument("--markdown", type=Path, help="also write the table (and the agreement) to this file")
+    ap.add_argument("--agreement-figure", type=Path, help="PNG of the verdict agreement between the scales")
+    args = ap.parse_args(argv)
+    cards = {}
+    for spec in args.scorecards:
+        name, sep, path = spec.partition("=")
+        if not sep or not Path(path).is_file():
+            ap.error(f"{spec!r}: give SCALE=PATH to an existing scorecard.json (e.g. default=scorecard.json)")
+        cards[name] = Card(Path(path))
+    headers, rows = table(cards)
+    out = [tabulate(rows, headers=headers, tablefmt="github")]
+    names = list(cards)
+    agree = {}
+    for i, x in enumerate(names):
+        for y in names[i + 1:]:
+            share, n = agreement(cards[x], cards[y])
+            agree[f"{x} vs {y}"] = share
+            out.append(f"\nVerdict agreement {x} vs {y}: {share:.0%} of {n} (built-in × item) verdicts")
+    text = "\n".join(out)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    if args.agreement_figure and agree:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(4 + len(agree), 3))
+        ax.bar(list(agree), [100 * v for v in agree.values()], color="#4c72b0")
+        ax.set_ylim(0, 100)
+        ax.set_ylabel("verdicts that agree (%)")
+        ax.set_title("built-in estimator × item verdicts")
+        fig.tight_layout()
+        fig.savefig(args.agreement_figure, dpi=120)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
