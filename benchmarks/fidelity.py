@@ -144,7 +144,8 @@ def causal(c: Card) -> str:
     return (f"{r['status']}: leave-GT-out Δs_b {_rng([x.get('s_b_drop_gt') for x in f])} (ΔNLL "
             f"{_rng([x.get('delta_gt') for x in f])}); random removal Δs_b "
             f"{_rng([_mean(x.get('s_b_drop_random')) for x in f])} (ΔNLL "
-            f"{_rng([x.get('delta_random_mean') for x in f])}); no-bonus s_b {_rng([x.get('s_b_no_bonus') for x in f])}")
+            f"{_rng([x.get('delta_random_mean') for x in f])}); "
+            f"no-bonus s_b {_rng([x.get('s_b_no_bonus') for x in f])}")
 
 
 def lds(c: Card) -> str:
