@@ -167,7 +167,8 @@ def render_markdown(data: dict) -> str:
            f"schema `{data['schema']}` · seeds {data.get('seeds')} · config `{data.get('config_hash')}` · "
            f"commit `{data.get('git_commit')}` · created {data['created']}", ""]
     if setup_rows(data):
-        out += ["## Setup validity", "", tabulate(setup_rows(data, 400), headers=["item", "status", "evidence"],
+        md_rows = [[c.replace("|", "\\|") for c in r] for r in setup_rows(data, 400)]  # "|GT|" splits a cell
+        out += ["## Setup validity", "", tabulate(md_rows, headers=["item", "status", "evidence"],
                                                   tablefmt="github"), ""]
     headers, rows = matrix(data)
     out += ["## Verdicts", "", tabulate(rows, headers=headers, tablefmt="github"), ""]
