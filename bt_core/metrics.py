@@ -329,12 +329,6 @@ def lds_bootstrap(pred: np.ndarray, measured: np.ndarray, n_boot: int = 2000,
     return spearman_rows(pred, y), spearman_rows(pred[:, idx], y[idx][None, :, :])
 
 
-def ci(boot: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
-    """Percentile interval of a bootstrap sample (NaNs ignored)."""
-    lo, hi = np.nanpercentile(boot, [100 * alpha / 2, 100 * (1 - alpha / 2)])
-    return float(lo), float(hi)
-
-
 def ridge_fit_predict(x_fit: np.ndarray, y_fit: np.ndarray, x_eval: np.ndarray,
                       lambdas: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3)) -> np.ndarray:
     """Ridge regression (intercept unpenalized, features standardized on the fit set) with λ chosen by the

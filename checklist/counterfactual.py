@@ -47,7 +47,7 @@ from behaviortrace.checklist._common import level_scores, seed_verdict
 
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.registry import EstimatorSpec
-from bt_core.metrics import ci, datamodel_ceiling, lds_bootstrap
+from bt_core.metrics import datamodel_ceiling, lds_bootstrap, percentile_ci
 from bt_core.reporting.scorecard import Status, Verdict
 
 NAME = "counterfactual"
@@ -77,7 +77,7 @@ def baseline_figures(evidence: Evidence, seed: int) -> dict:
         used = np.unique(step[x.any(0) > 0])
         counts = x @ (step[:, None] == used[None, :]).astype(np.float64)  # (M, steps): removed per step
         return {"lds": {b: float(v) for b, v in zip(BASELINES, lds, strict=True)},
-                "ci": {b: ci(bt, ALPHA) for b, bt in zip(BASELINES, boot, strict=True)},
+                "ci": {b: percentile_ci(bt, ALPHA) for b, bt in zip(BASELINES, boot, strict=True)},
                 "boot": boot, "ceiling": datamodel_ceiling(counts, y, seed=BOOT_SEED), "n_ceiling_features": len(used)}
     return evidence.memo(("lds-baselines", seed), run)
 
@@ -97,9 +97,9 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
                 "why": f"its prediction is the same for all {y.size} subsets: it gives the trained window's "
                        "rollouts no ranking (LDS undefined)"}
     lds, boot = lds_bootstrap(pred[None, :], y, N_BOOT, BOOT_SEED)
-    lo, hi = ci(boot[0], ALPHA)
+    lo, hi = percentile_ci(boot[0], ALPHA)
     base = baseline_figures(evidence, seed)
-    diffs = {b: ci(boot[0] - base["boot"][i], ALPHA) for i, b in enumerate(BASELINES)}
+    diffs = {b: percentile_ci(boot[0] - base["boot"][i], ALPHA) for i, b in enumerate(BASELINES)}
     beaten = {b: d[0] > 0 for b, d in diffs.items()}
     ok = lo > 0 and all(beaten.values())
     lost = [b for b, v in beaten.items() if not v]

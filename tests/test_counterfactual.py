@@ -173,7 +173,7 @@ def test_tracin_adam_reads_no_labels_and_reduces_to_tracincp_without_adam(smoke_
 def test_spearman_rows_matches_scipy_and_bootstrap_is_paired():
     from scipy.stats import spearmanr
 
-    from bt_core.metrics import ci, lds_bootstrap, spearman_rows
+    from bt_core.metrics import lds_bootstrap, percentile_ci, spearman_rows
 
     rng = np.random.default_rng(0)
     y = rng.standard_normal(40)
@@ -183,7 +183,7 @@ def test_spearman_rows_matches_scipy_and_bootstrap_is_paired():
     assert np.allclose(spearman_rows(preds, y), lds)
     assert boot.shape == (3, 500)
     assert np.allclose(boot[2], -1.0)  # same resamples: a sign flip is the exact mirror in every resample
-    assert ci(boot[0])[0] > 0 and ci(boot[0] - boot[2])[0] > 0
+    assert percentile_ci(boot[0])[0] > 0 and percentile_ci(boot[0] - boot[2])[0] > 0
     assert np.isnan(spearman_rows(np.ones(5), np.arange(5.0)))
 
 

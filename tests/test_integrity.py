@@ -7,6 +7,7 @@ from dataclasses import fields
 
 import numpy as np
 import pytest
+from adversaries import DeclaredLabelReader, LabelReader, Writer  # the meta-tests' adversaries, tests/ on the path
 from behaviortrace.checklist._common import refuse_label_reader
 
 from bt_core.artifacts.readonly import is_readonly, readonly
@@ -88,16 +89,6 @@ def test_readonly_keeps_a_read_only_memory_map_without_copying(tmp_path):
     assert rw[0] == 0.0
 
 
-class Writer(Estimator):
-    """Writes into what it is handed (it would zero the advantage for everyone after it)."""
-    name = "writer_integrity"
-    levels = ("rollout",)
-
-    def score(self, problem):
-        problem.weight[:] = 0.0
-        return problem.sketch_norm()
-
-
 class Rebinder(Estimator):
     """Cannot write the arrays, so it rebinds the problem's attribute instead."""
     name = "rebinder_integrity"
@@ -106,19 +97,6 @@ class Rebinder(Estimator):
     def score(self, problem):
         object.__setattr__(problem, "weight", np.zeros(problem.n_units))
         return np.arange(problem.n_units, dtype=float)
-
-
-class UndeclaredReader(Estimator):
-    name = "undeclared_reader_integrity"
-    levels = ("rollout",)
-
-    def score(self, problem):
-        return np.asarray(problem.truth, float)
-
-
-class DeclaredReader(UndeclaredReader):
-    name = "declared_reader_integrity"
-    needs = ("labels",)
 
 
 def test_a_writer_fails_with_the_reason_and_changes_nobody_elses_scores():
@@ -136,8 +114,8 @@ def test_a_writer_fails_with_the_reason_and_changes_nobody_elses_scores():
 def test_labels_only_by_declaring_them():
     ev, p, lp = _evidence()
     with pytest.raises(EstimatorFailure, match="AttributeError.*labels"):
-        ev.scores(_spec(UndeclaredReader), p)
-    spec = _spec(DeclaredReader)
+        ev.scores(_spec(LabelReader), p)
+    spec = _spec(DeclaredLabelReader)
     assert spec.reads_labels and not spec.builtin_validation
     assert np.array_equal(ev.scores(spec, p), lp.truth)  # declared: it gets them …
     v = Verdict("magnitude_control", spec.name, Status.PASS, "beats every control", {"x": 1}, {})
@@ -147,7 +125,7 @@ def test_labels_only_by_declaring_them():
     oracle = get("oracle")
     assert oracle.reads_labels and oracle.builtin_validation
     assert refuse_label_reader(v, oracle) is v
-    spoof = EstimatorSpec("oracle", DeclaredReader, ("rollout",), "path:x:Oracle", "", ("labels",))
+    spoof = EstimatorSpec("oracle", DeclaredLabelReader, ("rollout",), "path:x:Oracle", "", ("labels",))
     assert not spoof.builtin_validation  # the name alone admits nothing: it must be the built-in
 
 
