@@ -145,47 +145,64 @@ def resample_counts(clusters: np.ndarray, n_boot: int, seed: int = 0) -> tuple[n
 
 
 def precision_resamples(scores: np.ndarray, labels: np.ndarray, inv: np.ndarray, counts: np.ndarray,
-                        chunk: int | None = None) -> np.ndarray:
+                        chunk: int = 1000) -> np.ndarray:
     """precision@|GT| of `scores` on every resample of `resample_counts`: (n_boot,), NaN where a resample
     holds no GT. Exactly `precision_at_k` of the concatenated resample (an item drawn c times is c tied
-    copies), computed without building it: items are sorted once; per resample only the weights change.
-    Only the top of the ranking is read — the shortest prefix, ending at a tie boundary, whose weight
-    reaches k in every resample — so the cost is O(n_boot × k), not O(n_boot × n)."""
+    copies), computed without building it: items are sorted once into tie groups; a resample's weight of
+    each tie group (how many copies it holds) and its GT weight are the sparse product of the resample's
+    cluster multiplicities with the (tie group × cluster) item counts. Only the top of the ranking is read —
+    the shortest run of tie groups whose weight reaches k in every resample — so the cost is
+    O(n_boot × prefix items), not O(n_boot × n). Every sum is of integers: exact (float32 while a resample's
+    total weight stays below 2^24, float64 beyond)."""
+    import scipy.sparse
+
     s, y = np.asarray(scores, np.float64), np.asarray(labels, bool)
+    counts = np.asarray(counts)
+    n_boot, m = counts.shape
     order = np.argsort(-s, kind="stable")
-    ss, ys, cl = s[order], y[order], np.asarray(inv)[order]
-    starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
-    ends = np.r_[starts[1:], ss.size]
-    k = counts @ np.bincount(inv, weights=y, minlength=counts.shape[1])  # (n_boot,) |GT| of each resample
-    out = np.full(counts.shape[0], np.nan)
-    chunk = chunk or max(32, min(1000, 8_000_000 // max(ss.size, 1)))  # bounds the (chunk, prefix) arrays
-    for lo in range(0, counts.shape[0], chunk):
-        c, kk = counts[lo: lo + chunk], k[lo: lo + chunk]
-        out[lo: lo + chunk] = _chunk_precision(c, kk, cl, ys, starts, ends)
+    ss, ys, cl = s[order], y[order].astype(np.float64), np.asarray(inv)[order]
+    new_group = np.r_[True, ss[1:] != ss[:-1]] if ss.size else np.zeros(0, bool)
+    group = np.cumsum(new_group) - 1  # tie group of each sorted item
+    ends = np.r_[np.flatnonzero(new_group)[1:], ss.size]  # item index one past each tie group
+    k = counts @ np.bincount(inv, weights=y, minlength=m)  # (n_boot,) |GT| of each resample
+    out = np.full(n_boot, np.nan)
+    if ss.size == 0:
+        return out
+    # First prefix: the tie groups holding 1.15·max k + 64 items. A resample's weight of a prefix of t items
+    # has mean t and SD ≈ √(Σ_c n_c²) (n_c items of cluster c in it), far below 0.15·t at the suite's sizes;
+    # a chunk whose resamples fall short widens it (×1.5 each time) and is redone.
+    need = 1.15 * max(float(k.max()), 1.0) + 64
+    n_groups = int(np.searchsorted(ends, min(need, ends[-1]), side="left")) + 1
+    total = counts @ np.bincount(inv, minlength=m)  # (n_boot,) items in each resample: the largest sum below
+    exact = np.float32 if total.max() < 2**24 else np.float64
+    counts_t = counts.T.astype(exact)  # (m, n_boot)
+    lo = 0
+    while lo < n_boot:
+        n_groups = min(n_groups, ends.size)
+        t = int(ends[n_groups - 1])
+        shape = (n_groups, m)
+        a_w = scipy.sparse.csr_matrix((np.ones(t, exact), (group[:t], cl[:t])), shape=shape)  # duplicates sum
+        a_g = scipy.sparse.csr_matrix((ys[:t].astype(exact), (group[:t], cl[:t])), shape=shape)
+        while lo < n_boot:
+            # (n_groups, b): resamples along columns, so the running sums over groups need no transpose
+            w = a_w @ counts_t[:, lo: lo + chunk]  # copies of each tie group in each resample
+            cum_w = np.cumsum(w, axis=0)
+            kk = k[lo: lo + chunk]
+            if n_groups < ends.size and not (cum_w[-1] >= kk).all():
+                n_groups = int(n_groups * 1.5) + 1
+                break  # widen the prefix and redo this chunk
+            g = a_g @ counts_t[:, lo: lo + chunk]  # GT copies of each tie group
+            cols = np.arange(w.shape[1])
+            star = np.minimum((cum_w < kk[None, :]).sum(axis=0), n_groups - 1)  # first group reaching k
+            w_star = w[star, cols].astype(np.float64)
+            before_w = cum_w[star, cols].astype(np.float64) - w_star
+            g_star = g[star, cols].astype(np.float64)
+            before_g = np.cumsum(g, axis=0)[star, cols].astype(np.float64) - g_star
+            with np.errstate(invalid="ignore", divide="ignore"):
+                hits = before_g + g_star * (kk - before_w) / w_star
+                out[lo: lo + chunk] = np.where(kk > 0, hits / kk, np.nan)
+            lo += chunk
     return out
-
-
-def _chunk_precision(c, k, cl, ys, starts, ends) -> np.ndarray:
-    need = max(float(k.max()), 1.0)
-    g_end = int(np.searchsorted(ends, min(2 * need + 64, ends[-1]), side="left"))  # prefix: groups 0..g_end
-    while True:
-        t = int(ends[min(g_end, ends.size - 1)])
-        w = c[:, cl[:t]]  # (b, t) multiplicity of each item of the prefix
-        g = w * ys[:t]
-        n_groups = min(g_end, ends.size - 1) + 1
-        if n_groups < t:  # ties: sum the weights of each tie group
-            w, g = np.add.reduceat(w, starts[:n_groups], axis=1), np.add.reduceat(g, starts[:n_groups], axis=1)
-        cum_w = np.cumsum(w, axis=1, dtype=np.int64)
-        if t == ends[-1] or (cum_w[:, -1] >= k).all():
-            break
-        g_end = min(2 * g_end + 1, ends.size - 1)
-    rows = np.arange(c.shape[0])
-    star = np.minimum((cum_w < k[:, None]).sum(axis=1), cum_w.shape[1] - 1)  # first group reaching k
-    before_w = cum_w[rows, star] - w[rows, star]
-    before_g = np.cumsum(g, axis=1, dtype=np.int64)[rows, star] - g[rows, star]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        hits = before_g + g[rows, star] * (k - before_w) / w[rows, star]
-        return np.where(k > 0, hits / k, np.nan)
 
 
 def percentile_ci(values: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:

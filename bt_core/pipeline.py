@@ -55,23 +55,35 @@ def build_sketches(store: ArtifactStore, run: TrainedRun, run_cfg: RunConfig, sk
                                       lambda d: sketch_run(run, sketch, d, progress))
 
 
+def _replay_specs(run: TrainedRun, run_cfg: RunConfig, cf: CounterfactualConfig) -> dict[str, tuple[str, dict, object]]:
+    """name → (cache key, cache config, spec) of every replay of `run`'s plan, in plan order."""
+    rk, measure = run_key(run_cfg), measure_config(cf)
+    out = {}
+    for sp in plan(run.rollouts, run.config, cf):
+        ident = sp.identity()
+        out[sp.name] = (replay_key(rk, ident, measure), {"run": rk, "replay": ident, "measure": measure}, sp)
+    return out
+
+
+def _build_replay_specs(store: ArtifactStore, run: TrainedRun, cf: CounterfactualConfig, specs: list) -> None:
+    """Build (or load) the replays `specs` ((key, config, spec) triples) of `run`."""
+    for key, config, sp in specs:
+        store.get_or_build("replays", key, config, lambda d, sp=sp: build_replay(run, sp, cf, d))
+
+
 def build_replays(store: ArtifactStore, run: TrainedRun, run_cfg: RunConfig, cf: CounterfactualConfig,
                   progress: bool = False) -> tuple[str, Replays]:
     """Every counterfactual replay of `run` (`bt_core.artifacts.replays.plan`), each cached under its own
     key (run + subset + measure), and the seed's index of them (key, `Replays`)."""
     rk = run_key(run_cfg)
     set_key = replay_set_key(run_cfg, cf)
-    measure = measure_config(cf)
 
     def build_set(out: Path) -> dict:
-        specs = plan(run.rollouts, run.config, cf)
-        keys = {}
-        for sp in tqdm(specs, desc=f"replays seed {run_cfg.seed}", unit="replay", disable=not progress, leave=False):
-            ident = sp.identity()
-            keys[sp.name] = replay_key(rk, ident, measure)
-            store.get_or_build("replays", keys[sp.name], {"run": rk, "replay": ident, "measure": measure},
-                               lambda d, sp=sp: build_replay(run, sp, cf, d))
-        (out / "plan.json").write_text(json.dumps({"keys": keys}, indent=1))
+        specs = _replay_specs(run, run_cfg, cf)
+        for triple in tqdm(list(specs.values()), desc=f"replays seed {run_cfg.seed}", unit="replay",
+                           disable=not progress, leave=False):
+            _build_replay_specs(store, run, cf, [triple])
+        (out / "plan.json").write_text(json.dumps({"keys": {n: k for n, (k, _, _) in specs.items()}}, indent=1))
         save_array(out / "window.npy", trained_window(run.rollouts, run.config))
         return {"summary": {"n_replays": len(specs)}}
 
@@ -122,6 +134,19 @@ def _build_paths(root: str, rebuild: bool | str, run_cfg: RunConfig, sketch: Ske
                counterfactual=counterfactual)
 
 
+def _build_replay_chunk(root: str, rebuild: bool | str, run_cfg: RunConfig, cf: CounterfactualConfig,
+                        names: list[str]) -> int:
+    """Worker entry point: build the replays `names` of one seed's plan (its run is already cached)."""
+    store = ArtifactStore(root, rebuild=rebuild)
+    run = build_run(store, run_cfg)
+    specs = _replay_specs(run, run_cfg, cf)
+    _build_replay_specs(store, run, cf, [specs[n] for n in names])
+    return len(names)
+
+
+REPLAY_CHUNK = 8  # replays per parallel task: ~10 CPU-s at the default scale, so the workers stay balanced
+
+
 def build_all(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
               seeds: list[int], workers: int = 1, progress: bool = False,
               counterfactual: CounterfactualConfig | None = None) -> dict[int, SeedArtifacts]:
@@ -133,7 +158,7 @@ def build_all(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, dr
     missing = [s for s in seeds if store.rebuild or not all(
         (store.path(kind, key) / "manifest.json").exists()
         for kind, key in seed_keys(run_cfg.with_seed(s), sketch, draws, counterfactual).values())]
-    if workers > 1 and len(missing) > 1:
+    if workers > 1 and missing:
         _build_parallel(store, run_cfg, sketch, draws, missing, workers, progress, counterfactual)
         # With a rebuild the workers shared this store's token: what they rebuilt is not rebuilt again.
     return {s: build_seed(store, run_cfg.with_seed(s), sketch, draws, progress, counterfactual=counterfactual)
@@ -143,21 +168,59 @@ def build_all(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, dr
 def _build_parallel(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
                     seeds: list[int], workers: int, progress: bool,
                     counterfactual: CounterfactualConfig | None = None) -> None:
+    """One pool of `workers` processes, fed tasks as they become possible: each seed's run, sketches,
+    targets and draws (one task), then — once its run exists — its counterfactual replays in chunks of
+    `REPLAY_CHUNK`. The replays are most of a cold build's CPU time; chunking them keeps every worker busy
+    to the end instead of leaving one idle while another finishes a third seed alone. The parent then
+    assembles each seed's replay index from the cache."""
     # spawn, not fork: a forked child of a process whose OpenMP pool already ran can deadlock.
     ctx = multiprocessing.get_context("spawn")
     with contextlib.ExitStack() as stack:
         queue = stack.enter_context(ctx.Manager()).Queue() if progress else None
-        ex = stack.enter_context(ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=ctx))
+        ex = stack.enter_context(ProcessPoolExecutor(max_workers=workers, mp_context=ctx))
         bar = stack.enter_context(tqdm(total=len(seeds) * len(STAGES), desc=f"building {len(seeds)} seeds",
                                        unit="stage", disable=not progress))
-        futs = [ex.submit(_build_paths, str(store.root), store.rebuild, run_cfg.with_seed(s), sketch, draws, queue,
-                          counterfactual) for s in seeds]
-        pending = set(futs)
+        base = {ex.submit(_build_paths, str(store.root), store.rebuild, run_cfg.with_seed(s), sketch, draws, queue,
+                          None): s for s in seeds}
+        chunks: dict = {}  # future → seed
+        left: dict[int, int] = {}  # seed → replay chunks not yet done
+        pending = set(base)
         while pending:
-            _, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for f in done:
+                f.result()  # a worker's exception surfaces here
+                if f in base:
+                    seed = base[f]
+                    names = _missing_replays(store, run_cfg.with_seed(seed), counterfactual)
+                    parts = [names[i: i + REPLAY_CHUNK] for i in range(0, len(names), REPLAY_CHUNK)]
+                    left[seed] = len(parts)
+                    for part in parts:
+                        c = ex.submit(_build_replay_chunk, str(store.root), store.rebuild, run_cfg.with_seed(seed),
+                                      counterfactual, part)
+                        chunks[c] = seed
+                        pending.add(c)
+                    if not parts:
+                        bar.update(1)  # the replays stage: nothing to build
+                else:
+                    seed = chunks[f]
+                    left[seed] -= 1
+                    if left[seed] == 0:
+                        bar.update(1)
+                        bar.set_postfix_str(f"seed {seed}: replays ready")
             while queue is not None and not queue.empty():
                 seed, stage = queue.get()
+                if stage == "replays":
+                    continue  # counted when its chunks are done
                 bar.update(1)
                 bar.set_postfix_str(f"seed {seed}: {stage} ready")
-        for f in futs:
-            f.result()  # a worker's exception surfaces here
+
+
+def _missing_replays(store: ArtifactStore, run_cfg: RunConfig, cf: CounterfactualConfig | None) -> list[str]:
+    """Names of the replays of `run_cfg`'s plan still to build (all of them under a rebuild: the workers
+    skip what this session already rebuilt)."""
+    if cf is None:
+        return []
+    run = build_run(store, run_cfg)
+    specs = _replay_specs(run, run_cfg, cf)
+    return [n for n, (key, _, _) in specs.items()
+            if store.rebuild or not (store.path("replays", key) / "manifest.json").exists()]

@@ -27,12 +27,26 @@ def test_vectorized_resamples_equal_the_concatenated_resample(seed):
     labels = rng.random(clusters.size) < 0.3
     scores = rng.integers(0, 4, clusters.size).astype(float)  # many ties
     inv, counts = resample_counts(clusters, 25, seed)
-    got = precision_resamples(scores, labels, inv, counts)
+    got = precision_resamples(scores, labels, inv, counts, chunk=int(rng.integers(1, 30)))
     for b in range(25):
         idx = np.concatenate([np.flatnonzero(inv == j).repeat(1) for j in range(n_clusters)
                               for _ in range(counts[b, j])])
         want = precision_at_k(scores[idx], labels[idx]) if labels[idx].any() else np.nan
         assert got[b] == pytest.approx(want, nan_ok=True)
+
+
+def test_vectorized_resamples_widen_the_prefix_when_a_resample_needs_it():
+    """A large ranking whose top clusters many resamples drop: the first prefix (2k + 64 items) is too short
+    for them and is widened; the figures stay those of the concatenated resample."""
+    rng = np.random.default_rng(3)
+    clusters = np.repeat(np.arange(300), 10)
+    labels = rng.random(clusters.size) < 0.02
+    scores = np.round(rng.standard_normal(clusters.size) + 3.0 * labels + 0.2 * (clusters < 20), 1)
+    inv, counts = resample_counts(clusters, 40, 1)
+    got = precision_resamples(scores, labels, inv, counts, chunk=16)
+    for b in range(40):
+        idx = np.concatenate([np.flatnonzero(inv == j) for j in range(300) for _ in range(counts[b, j])])
+        assert got[b] == pytest.approx(precision_at_k(scores[idx], labels[idx]))
 
 
 def test_random_spread_is_the_hypergeometric_quantile():

@@ -4,6 +4,7 @@ Replay-building tests use the session's smoke artifacts (marked `train` by conft
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -260,3 +261,24 @@ def test_scorecard_markdown_has_the_lds_table():
     assert h == ["LDS [95% CI]", "seed 0"]
     assert [r[0] for r in rows][1:] == ["control: advantage", "surface baseline", "ceiling (step-count datamodel)"]
     assert rows[0][1].startswith("0.5") and rows[-1][1].startswith("0.4")
+
+
+def test_parallel_build_spreads_one_seeds_replays_over_the_workers(tmp_path):
+    """`build_all` with 2 workers and one seed: the replays go out in chunks to both processes, each is built
+    once, and every replay's figures equal a serial build's (one torch thread per process either way)."""
+    from bt_core.artifacts.store import ArtifactStore
+    from bt_core.config import get_scale
+    from bt_core.pipeline import build_all
+
+    s = get_scale("smoke")
+    par = build_all(ArtifactStore(tmp_path / "par"), s.run, s.sketch, s.draws, [0], workers=2,
+                    counterfactual=s.counterfactual)[0]
+    builds = [json.loads(line) for line in (tmp_path / "par" / "builds.jsonl").read_text().splitlines()]
+    replays = [b for b in builds if b["kind"] == "replays"]
+    assert len(replays) == len({b["key"] for b in replays}) == len(par.replays.by_name)
+    assert len({b["pid"] for b in replays}) == 2
+    ser = build_all(ArtifactStore(tmp_path / "ser"), s.run, s.sketch, s.draws, [0], workers=1,
+                    counterfactual=s.counterfactual)[0]
+    assert list(par.replays.by_name) == list(ser.replays.by_name)
+    for name in par.replays.by_name:
+        assert (par.replays[name].path / "replay.json").read_text() == (ser.replays[name].path / "replay.json").read_text()
