@@ -281,4 +281,5 @@ def test_parallel_build_spreads_one_seeds_replays_over_the_workers(tmp_path):
                     counterfactual=s.counterfactual)[0]
     assert list(par.replays.by_name) == list(ser.replays.by_name)
     for name in par.replays.by_name:
-        assert (par.replays[name].path / "replay.json").read_text() == (ser.replays[name].path / "replay.json").read_text()
+        figures = [(a.replays[name].path / "replay.json").read_text() for a in (par, ser)]
+        assert figures[0] == figures[1]
