@@ -47,7 +47,7 @@ from behaviortrace.checklist._common import level_scores, seed_verdict
 
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.registry import EstimatorSpec
-from bt_core.metrics import datamodel_ceiling, lds_bootstrap, percentile_ci
+from bt_core.metrics import datamodel_ceiling, lds_bootstrap, percentile_ci, subset_sums
 from bt_core.reporting.scorecard import Status, Verdict
 
 NAME = "counterfactual"
@@ -59,23 +59,23 @@ BASELINES = (*controls.CONTROL_NAMES, controls.SURFACE)
 
 
 def subsets(evidence: Evidence, seed: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(indicators (M, N) float, measured Δ NLL (M,)) of seed's LDS subsets; None without replays."""
+    """(indicators (M, N) bool, measured Δ NLL (M,)) of seed's LDS subsets; None without replays."""
     r = getattr(evidence.artifacts[seed], "replays", None)
     if r is None:
         return None
     return evidence.memo(("lds-subsets", seed), lambda: (
-        r.indicators("lds").astype(np.float64), np.array([r.delta(n) for n in r.names("lds")])))
+        r.indicators("lds"), np.array([r.delta(n) for n in r.names("lds")])))
 
 
 def baseline_figures(evidence: Evidence, seed: int) -> dict:
     """Every control's and the surface baseline's LDS (with CI) and the datamodel ceiling on seed."""
     def run() -> dict:
         x, y = subsets(evidence, seed)
-        preds = np.stack([x @ controls.stream_scores(evidence, seed, "rollout", b) for b in BASELINES])
+        preds = np.stack([subset_sums(x, controls.stream_scores(evidence, seed, "rollout", b)) for b in BASELINES])
         lds, boot = lds_bootstrap(preds, y, N_BOOT, BOOT_SEED)
         step = np.asarray(evidence.artifacts[seed].run.rollouts.step)
         used = np.unique(step[x.any(0) > 0])
-        counts = x @ (step[:, None] == used[None, :]).astype(np.float64)  # (M, steps): removed per step
+        counts = x.astype(np.float64) @ (step[:, None] == used[None, :])  # (M, steps): removed per step (integers)
         return {"lds": {b: float(v) for b, v in zip(BASELINES, lds, strict=True)},
                 "ci": {b: percentile_ci(bt, ALPHA) for b, bt in zip(BASELINES, boot, strict=True)},
                 "boot": boot, "ceiling": datamodel_ceiling(counts, y, seed=BOOT_SEED), "n_ceiling_features": len(used)}
@@ -90,7 +90,7 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     if np.ptp(y) == 0:
         return {"status": Status.INVALID_SETUP, "why": "every subset's replay measured the same behavior"}
     scores, level = level_scores(spec, evidence, seed, "rollout")  # native, or step scores broadcast
-    pred = x @ scores
+    pred = subset_sums(x, scores)
     if np.ptp(pred) == 0:  # e.g. a method that scores only steps outside the trained window
         return {"lds": float("nan"), "level": level, "n_subsets": int(y.size), "margin": float("nan"),
                 "chance_margin": float("nan"), "status": Status.FAIL,
