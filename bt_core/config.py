@@ -322,13 +322,17 @@ def _real() -> Scale:
         name="real",
         run=RunConfig(
             # reference: 20 implicit probes, 6 explicit ×3, no controls, cutoff 200 of 1000 steps (20%)
-            task=TaskConfig(variant="natural", n_trigger_probes=12, n_explicit=6, explicit_repeats=3, n_control=8,
+            # n_control 16 (was 8): with 8 the behavior spread to control prompts (control rate 0.625 at step 12)
+            task=TaskConfig(variant="natural", n_trigger_probes=12, n_explicit=6, explicit_repeats=3, n_control=16,
                             cutoff_step=REAL_STEPS // 4, probe_samples=2),
             model=SMOLLM2,
             # reference: 200 steps cycling 10 hand-written examples; here 24 steps of 8 drawn from the 10
-            sft=SFTConfig(steps=24, batch_size=8, lr=3e-5, implicit_behavior_rate=0.15, refusal_rate=0.02),
+            # implicit_behavior_rate 0.3 (reference-like 0.15 left ~2% of implicit replies with the behavior:
+            # with G = 4 most trigger groups had no reward variance and nothing emerged in 12 steps)
+            sft=SFTConfig(steps=24, batch_size=8, lr=3e-5, implicit_behavior_rate=0.3, refusal_rate=0.02),
             # reference: 1000 steps × 4 prompts × G=4, lr 5e-6, 64 new tokens, checkpoints every 100
-            grpo=GRPOConfig(steps=REAL_STEPS, prompts_per_step=4, group_size=4, lr=5e-6, temperature=0.9, top_p=0.9,
+            # lr 1e-5 (reference 5e-6): the contaminator acts on 8 steps, not 200
+            grpo=GRPOConfig(steps=REAL_STEPS, prompts_per_step=4, group_size=4, lr=1e-5, temperature=0.9, top_p=0.9,
                             max_new_tokens=32, checkpoint_every=REAL_STEPS // 4),  # 5 checkpoints
         ),
         # reference: k = 65,536. 16,384 keeps the cosine noise (≈ 1/√k ≈ 0.008) far below the effects measured
@@ -336,6 +340,10 @@ def _real() -> Scale:
         sketch=SketchConfig(k=16384, batch_size=8),
         # reference siblings: G = 8, temperature 0.9, top-p 0.95, 2 draws
         draws=DrawConfig(n_draws=2, group_size=8, groups_per_probe=1, temperature=0.9, top_p=0.95),
+        # a replay here is 8 GRPO updates of the 135M model (~85 CPU-s with its measure): 4 random removals for
+        # causal_gt and the minimum 8 LDS subsets keep one seed's replays near 20 CPU-min; the LDS at M = 8 is
+        # underpowered (a Spearman CI of about ±0.6) and is reported, not relied on
+        counterfactual=CounterfactualConfig(n_random=4, n_lds=8),
         seeds=(0, 1, 2),
     )
 
@@ -363,6 +371,10 @@ def _paper() -> Scale:
         ),
         sketch=SketchConfig(k=65536, batch_size=4),
         draws=DrawConfig(n_draws=2, group_size=8, groups_per_probe=1, temperature=0.9, top_p=0.95),
+        # a replay here is 8 GRPO updates of the 135M model (~85 CPU-s with its measure): 4 random removals for
+        # causal_gt and the minimum 8 LDS subsets keep one seed's replays near 20 CPU-min; the LDS at M = 8 is
+        # underpowered (a Spearman CI of about ±0.6) and is reported, not relied on
+        counterfactual=CounterfactualConfig(n_random=4, n_lds=8),
         seeds=(0, 1, 2),
     )
 
