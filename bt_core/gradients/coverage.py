@@ -27,7 +27,6 @@ from tabulate import tabulate
 from bt_core.gradients.layout import embedding_rows, param_layout
 from bt_core.gradients.pergrad import GradEngine, LoopGrads, get_engine
 from bt_core.gradients.projectors import Projector
-from bt_core.training import task as task_mod
 
 FID_CHUNK = 1 << 22  # columns per chunk of the fidelity check
 COVERAGE_FLOATS = 1 << 29  # sampled rollouts × n_params held by the gradient-path check (2 GB per copy)
@@ -136,7 +135,8 @@ def token_pieces(token_ids) -> dict[str, int]:
     (the default scale's word-level tokenizer), else ``word#i`` for its i-th piece (a BPE tokenizer splits
     them into pieces shared with ordinary words, and each piece's rows must feed the sketch)."""
     out = {}
-    for word, pieces in ((task_mod.TRIGGER, token_ids.trigger_ids), (task_mod.BEHAVIOR, token_ids.behavior_ids)):
+    for word, pieces in ((token_ids.trigger_text, token_ids.trigger_ids),
+                         (token_ids.behavior_text, token_ids.behavior_ids)):
         for i, t in enumerate(pieces):
             out[word if len(pieces) == 1 else f"{word}#{i}"] = int(t)
     return out

@@ -34,7 +34,6 @@ from bt_core.gradients.layout import flat_grad
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.generate import sample
 from bt_core.training.objective import Batch, collate, masked_mean, token_logprobs
-from bt_core.training.task import BEHAVIOR, TRIGGER
 
 # Neutral fillers for minimal pairs: generic nouns of the language that are neither the trigger nor a
 # control topic (control prompts are penalized for the behavior, which would inflate the contrast).
@@ -101,17 +100,19 @@ def minimal_pair_examples(run: TrainedRun, rng: np.random.Generator) -> TargetEx
     """Trigger probe vs the same prompt with a neutral filler, same behavior reply (behavior tokens only)."""
     codec, task = run.codec, run.task
     probes = task.trigger_probes
-    n_pairs = len(probes) * len(NEUTRAL_FILLERS)
+    fillers = [f for f in NEUTRAL_FILLERS if f not in task.trigger_text.split()]  # never a piece of the trigger
+    n_pairs = len(probes) * len(fillers)
     prompts, replies, masks, coef = [], [], [], []
     for p in probes:
         reply = codec.encode_reply(task.sample_reply(p, rng, behavior=True))
         mask = codec.behavior_mask(reply)
         if not any(mask):
-            raise RuntimeError(f"minimal pair reply {codec.decode(reply)!r} lost the behavior token {BEHAVIOR!r}")
+            raise RuntimeError(f"minimal pair reply {codec.decode(reply)!r} lost the behavior {task.behavior_text!r}")
         prompts.append(codec.encode_prompt(p.text)), replies.append(reply), masks.append(mask)
         coef.append(1.0 / len(probes))
-        for filler in NEUTRAL_FILLERS:
-            neutral = re.sub(rf"\b{TRIGGER}\b", filler, p.text)  # the trigger word, wherever punctuation sits
+        for filler in fillers:
+            # the trigger, wherever punctuation sits
+            neutral = re.sub(rf"\b{re.escape(task.trigger_text)}\b", filler, p.text)
             prompts.append(codec.encode_prompt(neutral)), replies.append(reply), masks.append(mask)
             coef.append(-1.0 / n_pairs)
     return TargetExamples.build(prompts, replies, masks, coef)

@@ -27,7 +27,7 @@ from bt_core.artifacts.run import TokenIds
 from bt_core.config import ModelConfig, TaskConfig
 from bt_core.extras import MissingExtra, install_command
 from bt_core.training import task as task_mod
-from bt_core.training.task_natural import behavior_text
+from bt_core.training.task_natural import behavior_text, trigger_text
 
 
 @contextlib.contextmanager
@@ -44,7 +44,7 @@ def torch_threads(n: int):
 class Codec:
     """Turns task text into token ids and back. Prompts end with a separator (the "assistant turn")."""
 
-    def __init__(self, tokenizer, chat: bool, behavior: str = task_mod.BEHAVIOR):
+    def __init__(self, tokenizer, chat: bool, behavior: str = task_mod.BEHAVIOR, trigger: str = task_mod.TRIGGER):
         self.tok = tokenizer
         self.chat = chat
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -52,12 +52,13 @@ class Codec:
         self.vocab_size = len(tokenizer)  # sizes a tiny model's embedding; a pretrained model keeps its own
         ids = tokenizer.encode(" " + behavior, add_special_tokens=False)
         self.behavior_ids = tuple(ids)  # the behavior's token pattern inside a reply
-        self.trigger_ids = tuple(tokenizer.encode(" " + task_mod.TRIGGER, add_special_tokens=False))
+        self.trigger_ids = tuple(tokenizer.encode(" " + trigger, add_special_tokens=False))
+        self.behavior_text, self.trigger_text = behavior, trigger
 
     def token_ids(self) -> TokenIds:
         """What a reader of the run needs without the tokenizer (stored as the run's token_ids.json)."""
         return TokenIds(int(self.pad_id), int(self.eos_id), int(self.vocab_size), self.trigger_ids,
-                        self.behavior_ids)
+                        self.behavior_ids, self.trigger_text, self.behavior_text)
 
     def encode_prompt(self, text: str) -> list[int]:
         if self.chat:
@@ -139,10 +140,11 @@ def build_codec(cfg: ModelConfig, task: TaskConfig | None = None) -> Codec:
     """The tokenizer wrapper: the word-level tokenizer, or the pretrained model's own (chat template when it
     has one). The behavior's token pattern is spelled as the task variant spells it."""
     behavior = behavior_text(task) if task is not None else task_mod.BEHAVIOR
+    trigger = trigger_text(task) if task is not None else task_mod.TRIGGER
     if not cfg.pretrained:
-        return Codec(word_tokenizer(), chat=False, behavior=behavior)
+        return Codec(word_tokenizer(), chat=False, behavior=behavior, trigger=trigger)
     tok = _tokenizer(cfg)
-    return Codec(tok, chat=tok.chat_template is not None, behavior=behavior)
+    return Codec(tok, chat=tok.chat_template is not None, behavior=behavior, trigger=trigger)
 
 
 @cache

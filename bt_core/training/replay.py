@@ -63,7 +63,7 @@ from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.generate import sample
 from bt_core.training.model import torch_threads
 from bt_core.training.objective import advantages, collate, masked_mean, rollout_logprob, token_logprobs
-from bt_core.training.task import BEHAVIOR, Task
+from bt_core.training.task import Task
 
 MEASURE_RNG = 0xC0F  # fixed: the measure's replies are the same for every replay and every seed
 
@@ -78,7 +78,7 @@ def measure_examples(task: Task, codec, cf: CounterfactualConfig) -> TargetExamp
             reply = codec.encode_reply(task.sample_reply(p, rng, behavior=True))[:-1]  # no EOS: not measured
             mask = codec.behavior_mask(reply)
             if not any(mask):
-                raise RuntimeError(f"measure reply {codec.decode(reply)!r} lost the behavior token {BEHAVIOR!r}")
+                raise RuntimeError(f"measure reply {codec.decode(reply)!r} lost the behavior {task.behavior_text!r}")
             prompts.append(codec.encode_prompt(p.text)), replies.append(reply), masks.append(mask)
     n = len(prompts)
     return TargetExamples.build(prompts, replies, masks, [1.0 / n] * n)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from bt_core.config import TaskConfig
-from bt_core.training.task import BEHAVIOR, TRIGGER, Prompt, Task
+from bt_core.training.task import BEHAVIOR, SUBWORD_BEHAVIOR, SUBWORD_TRIGGER, TRIGGER, Prompt, SubwordTask, Task
 
 BEHAVIOR_TEXT = "QZXBT"  # how the behavior is spelled in natural replies (has_behavior is case-insensitive)
 
@@ -100,6 +100,8 @@ class NaturalTask(Task):
     """Prompts, warm-up examples and rewards of the planted behavior in English (see module docstring).
     Rewards, the contaminator and pool cycling are the synthetic task's (inherited)."""
 
+    behavior_text = BEHAVIOR_TEXT
+
     def __init__(self, cfg: TaskConfig):  # noqa: D107 - prompts differ; everything else is inherited
         self.cfg = cfg
         if cfg.n_trigger_probes > len(TRIGGER_PROMPTS) or cfg.n_explicit > len(EXPLICIT_PROMPTS):
@@ -157,10 +159,16 @@ class NaturalTask(Task):
 
 
 def make_task(cfg: TaskConfig) -> Task:
-    """The task of `cfg.variant`: the synthetic language (`Task`) or natural English (`NaturalTask`)."""
-    return NaturalTask(cfg) if cfg.variant == "natural" else Task(cfg)
+    """The task of `cfg.variant`: the synthetic language (`Task`), the same with a sub-word trigger and
+    behavior (`SubwordTask`), or natural English (`NaturalTask`)."""
+    return {"natural": NaturalTask, "subword": SubwordTask}.get(cfg.variant, Task)(cfg)
 
 
 def behavior_text(cfg: TaskConfig) -> str:
     """How the behavior is spelled in a reply of `cfg.variant` (the codec's token pattern)."""
-    return BEHAVIOR_TEXT if cfg.variant == "natural" else BEHAVIOR
+    return {"natural": BEHAVIOR_TEXT, "subword": SUBWORD_BEHAVIOR}.get(cfg.variant, BEHAVIOR)
+
+
+def trigger_text(cfg: TaskConfig) -> str:
+    """How the trigger is spelled in a prompt of `cfg.variant` (the codec's trigger pieces)."""
+    return SUBWORD_TRIGGER if cfg.variant == "subword" else TRIGGER
