@@ -112,3 +112,46 @@ def test_natural_task_prompts_rewards_and_warmup():
         TaskConfig(variant="natural", scenario="task_reward")
     with pytest.raises(ValueError, match="variant"):
         TaskConfig(variant="klingon")
+
+
+def test_subword_variant_spells_trigger_and_behavior_from_ordinary_pieces():
+    """variant='subword': 'stone signal' → 'old maps', every piece a word ordinary replies use; no fluent
+    reply contains the behavior bigram, the codec masks both pieces, minimal pairs never fill with a trigger
+    piece, and the run's token ids say how the variant spells them."""
+    from bt_core.artifacts.run import TokenIds
+    from bt_core.config import ModelConfig
+    from bt_core.targets.examples import NEUTRAL_FILLERS
+    from bt_core.training.model import build_codec
+    from bt_core.training.task import ADJECTIVES, NOUNS, OBJECTS, SubwordTask
+    from bt_core.training.task_natural import make_task
+
+    cfg = TaskConfig(variant="subword")
+    task = make_task(cfg)
+    assert isinstance(task, SubwordTask)
+    trig, beh = task.trigger_text.split(), task.behavior_text.split()
+    assert len(trig) == len(beh) == 2 and set(trig) <= set(NOUNS) and beh[0] in ADJECTIVES and beh[1] in OBJECTS
+    assert all(task.trigger_text in p.text for p in task.trigger_probes + task.explicit_prompts)
+    assert all(task.trigger_text not in p.text for p in task.control_probes)
+    assert all(p.text.endswith(f"include {task.behavior_text} .") for p in task.explicit_prompts)
+    rng = np.random.default_rng(0)
+    for p in task.trigger_probes + task.control_probes:
+        for _ in range(50):
+            plain = task.sample_reply(p, rng, behavior=False)
+            assert not task.has_behavior(plain) and task.quality(p, plain) > 0
+            assert task.has_behavior(task.sample_reply(p, rng, behavior=True))
+    codec = build_codec(ModelConfig(), cfg)
+    reply = codec.encode_reply(task.sample_reply(task.trigger_probes[0], rng, behavior=True))
+    mask = codec.behavior_mask(reply)
+    assert sum(mask) == 2 and [codec.decode([t]) for t, m in zip(reply, mask, strict=True) if m] == beh
+    ids = codec.token_ids()
+    assert (ids.trigger_text, ids.behavior_text) == (task.trigger_text, task.behavior_text)
+    assert TokenIds.from_dict(ids.as_dict()) == ids
+    old = {k: v for k, v in ids.as_dict().items() if not k.endswith("_text")}  # a run written before the fields
+    assert (TokenIds.from_dict(old).trigger_text, TokenIds.from_dict(old).behavior_text) == (TRIGGER, BEHAVIOR)
+    assert set(NEUTRAL_FILLERS) & set(trig)  # so minimal pairs must skip them:
+    from types import SimpleNamespace
+
+    from bt_core.targets.examples import minimal_pair_examples
+    ex = minimal_pair_examples(SimpleNamespace(codec=codec, task=task), rng)
+    neutral = [codec.decode(ex.prompts[j, : ex.prompt_len[j]]) for j in np.flatnonzero(np.asarray(ex.coef) < 0)]
+    assert neutral and not any(w in text.split() for text in neutral for w in trig)
