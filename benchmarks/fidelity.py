@@ -118,8 +118,11 @@ def p5(c: Card) -> str:
     fauc = [f.get("fluency_auc") for f in flu.values()]
     raw = [f.get("raw_auc") for m in METHODS for f in c.per_seed(m, "fluency_control").values()]
     resid = [f.get("auc") for m in METHODS for f in c.per_seed(m, "fluency_control").values()]
+    at_or_above = sum(1 for s, f in flu.items()
+                      if all(f.get("fluency_auc", 0) >= c.per_seed(m, "fluency_control").get(s, {}).get("raw_auc", 0)
+                             for m in METHODS))
     return (f"saturated {_rng(rate)}; fluency AUC {_rng(fauc)}; gradient methods raw {_rng(raw)}, "
-            f"residualized {_rng(resid)}")
+            f"residualized {_rng(resid)}; fluency ≥ every gradient method (raw) on {at_or_above} of {len(flu)} seeds")
 
 
 def p6(c: Card) -> str:
