@@ -172,12 +172,21 @@ def table(cards: dict[str, Card]) -> tuple[list[str], list[list[str]]]:
     return headers, [[TITLES[k], REFERENCE[k], *(fn(c) for c in cards.values())] for k, fn in ROWS.items()]
 
 
-def agreement(a: Card, b: Card) -> tuple[float, int]:
-    """Share of (built-in × estimator item) verdicts both hold on which they agree, and how many pairs."""
+def agreement(a: Card, b: Card, ungated: bool = False) -> tuple[float, int]:
+    """Share of (built-in × estimator item) verdicts both hold on which they agree, and how many pairs.
+    `ungated`: compare each item's own rule instead (a record a setup gate made invalid-setup keeps its rule's
+    verdict as `ungated_status`), over the pairs where neither rule is invalid-setup — the final verdicts
+    agree trivially where both scales gate every target reader."""
+    def status(c: Card, e: str, i: str) -> str | None:
+        r = c.recs[(e, i)]
+        return (r.get("figures") or {}).get("ungated_status") or r["status"] if ungated else r["status"]
+
     pairs = [(e, i) for (e, i) in a.recs if e in BUILTINS and (e, i) in b.recs]
+    if ungated:
+        pairs = [(e, i) for e, i in pairs if "invalid-setup" not in (status(a, e, i), status(b, e, i))]
     if not pairs:
         return float("nan"), 0
-    same = sum(a.status(e, i) == b.status(e, i) for e, i in pairs)
+    same = sum(status(a, e, i) == status(b, e, i) for e, i in pairs)
     return same / len(pairs), len(pairs)
 
 
@@ -200,8 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     for i, x in enumerate(names):
         for y in names[i + 1:]:
             share, n = agreement(cards[x], cards[y])
-            agree[f"{x} vs {y}"] = share
-            out.append(f"\nVerdict agreement {x} vs {y}: {share:.0%} of {n} (built-in × item) verdicts")
+            rule, m = agreement(cards[x], cards[y], ungated=True)
+            agree[f"{x} vs {y}"] = (share, rule)
+            out.append(f"\nVerdict agreement {x} vs {y}: {share:.0%} of {n} (built-in × item) verdicts; "
+                       f"the items' own rules before the setup gates: {rule:.0%} of {m}")
     text = "\n".join(out)
     print(text)
     if args.markdown:
@@ -212,11 +223,18 @@ def main(argv: list[str] | None = None) -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(4 + len(agree), 3))
-        ax.bar(list(agree), [100 * v for v in agree.values()], color="#4c72b0")
+        import numpy as np
+
+        fig, ax = plt.subplots(figsize=(4 + 1.5 * len(agree), 3.6))
+        x = np.arange(len(agree))
+        ax.bar(x - 0.2, [100 * v[0] for v in agree.values()], 0.4, color="#4c72b0", label="final verdicts")
+        ax.bar(x + 0.2, [100 * v[1] for v in agree.values()], 0.4, color="#dd8452",
+               label="items' own rules (before the setup gates)")
+        ax.set_xticks(x, list(agree))
         ax.set_ylim(0, 100)
         ax.set_ylabel("verdicts that agree (%)")
         ax.set_title("built-in estimator × item verdicts")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8, frameon=False)
         fig.tight_layout()
         fig.savefig(args.agreement_figure, dpi=120)
     return 0

@@ -32,6 +32,19 @@ def test_cells_come_from_the_scorecard_and_agreement_counts_verdicts(tmp_path, c
     assert "Verdict agreement default vs real: 50% of 2" in capsys.readouterr().out
 
 
+def test_agreement_of_the_rules_looks_under_the_setup_gates(tmp_path):
+    """Two scales that both gate cosine (invalid-setup) agree on the final verdict; their rules may not."""
+    a = _card(tmp_path, "a", "invalid-setup", [3.5, 1.8], [2.7, 2.9])
+    b = _card(tmp_path, "b", "invalid-setup", [4.0, 4.0], [5.0, 5.0])
+    for path, rule in ((a, "fail"), (b, "pass")):
+        card = json.loads(path.read_text())
+        card["records"][0]["figures"]["ungated_status"] = rule
+        path.write_text(json.dumps(card))
+    ca, cb = fidelity.Card(a), fidelity.Card(b)
+    assert fidelity.agreement(ca, cb) == (1.0, 2)
+    assert fidelity.agreement(ca, cb, ungated=True) == (0.5, 2)
+
+
 def test_a_bad_argument_names_the_form(tmp_path, capsys):
     import pytest
 
