@@ -222,7 +222,6 @@ def main(argv: list[str] | None = None) -> int:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-
         import numpy as np
 
         fig, ax = plt.subplots(figsize=(4 + 1.5 * len(agree), 3.6))
