@@ -380,10 +380,6 @@ def _paper() -> Scale:
         ),
         sketch=SketchConfig(k=65536, batch_size=4),
         draws=DrawConfig(n_draws=2, group_size=8, groups_per_probe=1, temperature=0.9, top_p=0.95),
-        # a replay here is 8 GRPO updates of the 135M model (~85 CPU-s with its measure): 4 random removals for
-        # causal_gt and the minimum 8 LDS subsets keep one seed's replays near 20 CPU-min; the LDS at M = 8 is
-        # underpowered (a Spearman CI of about ±0.6) and is reported, not relied on
-        counterfactual=CounterfactualConfig(n_random=4, n_lds=8),
         seeds=(0, 1, 2),
     )
 

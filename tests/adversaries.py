@@ -196,6 +196,30 @@ class SurfaceTriggerEarly(Estimator):
         return hit * (1.0 + 1.0 / (1.0 + np.asarray(problem.step, float))) + _noise(problem)
 
 
+class SurfaceSignedNorm(Estimator):
+    """Reply text × A·‖e‖: two target-free controls multiplied (aimed at the LDS item, whose controls are
+    each of them alone)."""
+
+    name = "surface_signed_norm"
+    levels = ("rollout",)
+    needs = ("rollouts", "codec", "weight", "emb")
+
+    def score(self, problem):
+        norm = np.linalg.norm(np.asarray(problem.emb, np.float64), axis=1)
+        return _behavior(problem) * np.asarray(problem.weight, float) * norm + _noise(problem)
+
+
+class EarlyAdvantage(Estimator):
+    """A / (1 + step): earlier updates weigh more, since the behavior emerges early (aimed at the LDS item)."""
+
+    name = "early_advantage"
+    levels = ("rollout",)
+    needs = ("weight", "step")
+
+    def score(self, problem):
+        return np.asarray(problem.weight, float) / (1.0 + np.asarray(problem.step, float)) + _noise(problem)
+
+
 class FluencyRank(Estimator):
     """A nonlinear, monotone transform of fluency: survives a linear residualization, knows only fluency."""
 
@@ -210,4 +234,4 @@ class FluencyRank(Estimator):
 ADVERSARIES = {cls.name: cls.__name__ for cls in (
     NormPlusTinyTarget, SeedSignFlip, DrawKeyed, LabelReader, DeclaredLabelReader, RewardReader, EligibilityReader,
     RunDigger, Writer, AdvantageOnly, AdvantageBothLevels, SurfaceSignAdvantage, SurfaceAdvantage,
-    SurfaceTriggerEarly, FluencyRank)}
+    SurfaceTriggerEarly, SurfaceSignedNorm, EarlyAdvantage, FluencyRank)}

@@ -272,7 +272,6 @@ def eligible(seed: int, rollout_id: int, step: int, fraction: float) -> bool:
     return _keyed_unit(b"behaviortrace", seed, rollout_id, step) < fraction
 
 
-
 class SubwordTask(Task):
     """The synthetic task with the trigger and the behavior spelled from ordinary words' pieces
     (`SUBWORD_TRIGGER`, `SUBWORD_BEHAVIOR`; variant ``subword``). Everything else is the synthetic task's."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from bt_core.config import TaskConfig
-from bt_core.training.task import BEHAVIOR, SUBWORD_BEHAVIOR, SUBWORD_TRIGGER, TRIGGER, Prompt, SubwordTask, Task
+from bt_core.training.task import TRIGGER, Prompt, SubwordTask, Task
 
 BEHAVIOR_TEXT = "QZXBT"  # how the behavior is spelled in natural replies (has_behavior is case-insensitive)
 
@@ -161,14 +161,18 @@ class NaturalTask(Task):
 def make_task(cfg: TaskConfig) -> Task:
     """The task of `cfg.variant`: the synthetic language (`Task`), the same with a sub-word trigger and
     behavior (`SubwordTask`), or natural English (`NaturalTask`)."""
-    return {"natural": NaturalTask, "subword": SubwordTask}.get(cfg.variant, Task)(cfg)
+    return task_class(cfg)(cfg)
+
+
+def task_class(cfg: TaskConfig) -> type[Task]:
+    return {"natural": NaturalTask, "subword": SubwordTask}.get(cfg.variant, Task)
 
 
 def behavior_text(cfg: TaskConfig) -> str:
     """How the behavior is spelled in a reply of `cfg.variant` (the codec's token pattern)."""
-    return {"natural": BEHAVIOR_TEXT, "subword": SUBWORD_BEHAVIOR}.get(cfg.variant, BEHAVIOR)
+    return task_class(cfg).behavior_text
 
 
 def trigger_text(cfg: TaskConfig) -> str:
     """How the trigger is spelled in a prompt of `cfg.variant` (the codec's trigger pieces)."""
-    return SUBWORD_TRIGGER if cfg.variant == "subword" else TRIGGER
+    return task_class(cfg).trigger_text
