@@ -153,3 +153,22 @@ def test_check_kind_lists_the_kinds():
     assert check_kind("minimal_pair") == "minimal_pair"
     with pytest.raises(UnknownTargetError, match="choose one of constructed, in_context, minimal_pair"):
         check_kind("context")
+
+
+def test_target_gradient_in_chunks_is_the_one_batch_gradient(seed0, monkeypatch):
+    """A big model's target is summed over chunks of sequences (memory); the sum is the same gradient,
+    whatever the chunks' own padding widths (minimal pairs: replies of several lengths)."""
+    from bt_core.targets import examples as examples_mod
+
+    run, tg = seed0.run, seed0.targets
+    c = int(tg.steps[-1])
+    ex = tg.examples("minimal_pair", c)
+    assert len(set(ex.reply_len.tolist())) > 1  # chunks pad to different widths
+    model = run.model_at(c)
+    whole = target_gradient(model, ex, run.codec.pad_id)
+    monkeypatch.setattr(examples_mod, "BIG_MODEL", 0)  # every model counts as big
+    monkeypatch.setattr(examples_mod, "BIG_MODEL_CHUNK", 3)  # 3 does not divide the set: a short last chunk
+    assert len(ex) % 3
+    chunked = target_gradient(model, ex, run.codec.pad_id)
+    assert torch.allclose(chunked, whole, atol=1e-6, rtol=1e-5)
+    assert float(chunked.norm()) > 0

@@ -39,6 +39,14 @@ from bt_core.training.objective import Batch, collate, masked_mean, token_logpro
 # control topic (control prompts are penalized for the behavior, which would inflate the contrast).
 NEUTRAL_FILLERS = ("tool", "stone", "song", "signal")
 
+# Parameters above which target gradients are summed over chunks of `BIG_MODEL_CHUNK` sequences. At the real
+# scale (134.5M parameters, a 49,152-word vocabulary) one backward over a whole minimal-pair set (~60
+# sequences) held ~13 GB of logits and graph, so two seeds' target stages could not run side by side in
+# 23 GB. The loss is a sum over sequences, so the chunks' gradients add up to the same target (up to float
+# summation order); small models keep one batch, so their artifacts stay bit-identical to earlier builds.
+BIG_MODEL = 1 << 24
+BIG_MODEL_CHUNK = 8
+
 
 def examples_batch(ex: TargetExamples, pad_id: int) -> Batch:
     """Collated batch of `ex` whose `loss_mask` is `ex.mask` (EOS counts only where flagged)."""
@@ -58,8 +66,12 @@ def target_loss(model, ex: TargetExamples, pad_id: int) -> torch.Tensor:
 
 def target_gradient(model, ex: TargetExamples, pad_id: int) -> torch.Tensor:
     """The flat target gradient t(θ) at `model`'s parameters, (n_params,)."""
+    n = len(ex)
+    chunk = n if sum(p.numel() for p in model.parameters()) < BIG_MODEL else BIG_MODEL_CHUNK
     model.zero_grad(set_to_none=True)
-    target_loss(model, ex, pad_id).backward()
+    for lo in range(0, n, chunk):
+        part = ex if chunk >= n else ex.select(np.arange(lo, min(lo + chunk, n)))
+        target_loss(model, part, pad_id).backward()  # gradients accumulate over the chunks
     g = flat_grad(model)
     model.zero_grad(set_to_none=True)
     return g

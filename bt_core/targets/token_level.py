@@ -29,12 +29,12 @@ import torch
 from bt_core.artifacts.store import save_array
 from bt_core.artifacts.targets import TARGET_KINDS, TargetExamples
 from bt_core.gradients.layout import embedding_rows
+from bt_core.targets.examples import BIG_MODEL, BIG_MODEL_CHUNK
 from bt_core.training.generate import sample
 from bt_core.training.objective import collate
 
 REPLIES_PER_PROBE = 8  # sampled replies per trigger probe and checkpoint (before keeping behavior ones)
 BATCH = 64  # replies per batched per-example gradient
-BIG_MODEL = 1 << 24  # parameters above which the batch is 8 (a (B, n_params) matrix is never assembled anyway)
 
 
 def rows_of_grads(model, batch, coords: np.ndarray) -> torch.Tensor:
@@ -101,7 +101,7 @@ class TokenLevelCollector:
                                   [[True]] * len(keep), [0.0] * len(keep))
         g_parts = []
         # a big model (the real scale: 134.5M parameters) in small batches: activations grow with B
-        batch = BATCH if sum(p.numel() for p in model.parameters()) < BIG_MODEL else 8
+        batch = BATCH if sum(p.numel() for p in model.parameters()) < BIG_MODEL else BIG_MODEL_CHUNK
         for lo in range(0, len(keep), batch):
             part = ex.select(np.arange(lo, min(lo + batch, len(keep))))
             # the training collate (EOS masked): ℓ_i is exactly the rollout objective
