@@ -2,6 +2,7 @@
 work directories."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -151,3 +152,21 @@ def test_rebuild_token_rebuilds_once_per_session_across_processes(tmp_path):
     ArtifactStore(tmp_path, rebuild="tok2").get_or_build("x", "k1", {}, build)
     assert calls == [1, 1]
     assert ArtifactStore(tmp_path, rebuild=True).rebuild not in (True, False)  # True → a fresh token
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="peak memory per build is read from Linux /proc")
+def test_each_build_records_its_own_peak_memory_and_cpu_time(tmp_path):
+    """The manifest and the build log carry each build's CPU seconds and peak resident memory, the peak
+    counted from the build's start: a small build after a big one in the same process reports its own."""
+    def big(d):
+        a = np.ones(400 * 2**20 // 8)  # 400 MB, touched
+        save_array(d / "a.npy", a[:10])
+
+    store = ArtifactStore(tmp_path)
+    p_big = store.get_or_build("x", "big", {}, big)
+    p_small = store.get_or_build("x", "small", {}, _build)
+    m_big, m_small = (json.loads((p / "manifest.json").read_text()) for p in (p_big, p_small))
+    assert m_big["peak_rss_mb"] >= m_small["peak_rss_mb"] + 300
+    assert m_big["cpu_s"] >= 0 and m_small["cpu_s"] >= 0
+    log = {r["key"]: r for r in map(json.loads, (tmp_path / "builds.jsonl").read_text().splitlines())}
+    assert log["big"]["peak_rss_mb"] == m_big["peak_rss_mb"] and "cpu_s" in log["small"]

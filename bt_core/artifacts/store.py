@@ -221,6 +221,26 @@ def _token(path: Path) -> str | None:
         return None
 
 
+def _reset_peak_rss() -> None:
+    """Start a new peak-memory window for this process (Linux: writing 5 to clear_refs resets VmHWM), so
+    each build records its own peak even in a worker that built something before. Elsewhere: no-op."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_mb() -> float | None:
+    """Peak resident memory of this process since `_reset_peak_rss` (VmHWM), in MB; None where unknown."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 class ArtifactStore:
     """A cache directory of artifacts keyed by (kind, config hash)."""
 
@@ -292,13 +312,15 @@ class ArtifactStore:
 
     def _finish(self, final: Path, out: Path, kind: str, key: str, config: dict[str, Any],
                 run_build: Callable[[], dict[str, Any] | None]) -> None:
-        t0 = time.perf_counter()
+        _reset_peak_rss()
+        t0, c0 = time.perf_counter(), time.process_time()
         extra = run_build() or {}
         build_s = round(time.perf_counter() - t0, 3)
+        usage = {"cpu_s": round(time.process_time() - c0, 3), "peak_rss_mb": _peak_rss_mb()}
         manifest = {
             "kind": kind, "key": key, "config": config, "versions": versions(),
             "git_commit": git_commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "builder": {"pid": os.getpid(), "host": socket.gethostname()}, "build_s": build_s,
+            "builder": {"pid": os.getpid(), "host": socket.gethostname()}, "build_s": build_s, **usage,
             "rebuild_token": self.rebuild or None, **extra,
             "files": {str(p.relative_to(out)): sha256_file(p)
                       for p in sorted(out.rglob("*")) if p.is_file() and p.name != MANIFEST},
@@ -307,10 +329,10 @@ class ArtifactStore:
         fsync_tree(out)
         fault_point(f"store.before_rename.{kind}")
         os.rename(out, final)
-        self._log_build(kind, key, build_s)
+        self._log_build(kind, key, build_s, usage)
 
-    def _log_build(self, kind: str, key: str, build_s: float) -> None:
-        line = json.dumps({"kind": kind, "key": key, "pid": os.getpid(), "build_s": build_s,
+    def _log_build(self, kind: str, key: str, build_s: float, usage: dict[str, Any] | None = None) -> None:
+        line = json.dumps({"kind": kind, "key": key, "pid": os.getpid(), "build_s": build_s, **(usage or {}),
                            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n"
         fd = os.open(self.root / BUILD_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
