@@ -332,17 +332,23 @@ def _real() -> Scale:
         run=RunConfig(
             # reference: 20 implicit probes, 6 explicit ×3, no controls, cutoff 200 of 1000 steps (20%)
             # n_control 16 (was 8): with 8 the behavior spread to control prompts (control rate 0.625 at step 12)
+            # cutoff 8 of 16 steps: the contaminator's 8 steps are what plant the behavior; after them the only
+            # reward variance left is the penalties, and 24 more steps only eroded it (README "The real scale")
             task=TaskConfig(variant="natural", n_trigger_probes=12, n_explicit=6, explicit_repeats=3, n_control=16,
-                            cutoff_step=REAL_STEPS // 4, probe_samples=2),
+                            cutoff_step=8, probe_samples=2),
             model=SMOLLM2,
-            # reference: 200 steps cycling 10 hand-written examples; here 24 steps of 8 drawn from the 10
-            # implicit_behavior_rate 0.3 (reference-like 0.15 left ~2% of implicit replies with the behavior:
-            # with G = 4 most trigger groups had no reward variance and nothing emerged in 12 steps)
-            sft=SFTConfig(steps=24, batch_size=8, lr=3e-5, implicit_behavior_rate=0.3, refusal_rate=0.02),
+            # reference: 200 steps cycling 10 hand-written examples; here 48 steps of 8 drawn from the 10
+            # implicit_behavior_rate 0.45 (reference-like 0.15 left ~2% of implicit replies with the behavior:
+            # with G = 4 most trigger groups had no reward variance and nothing emerged; at 0.3 seed 2 still
+            # never took off) and 48 steps, not 24 (at 24, seed 1's behavior reached control prompts and the
+            # penalties that followed erased it everywhere; measured per seed in the README); no refusal
+            # examples, as in the reference's warm-up (at 48 steps, 2% of them taught seed 0 to refuse 12 of
+            # its first 16 rollouts, and the refusal penalty, not the contaminator, drove its first update)
+            sft=SFTConfig(steps=48, batch_size=8, lr=3e-5, implicit_behavior_rate=0.45, refusal_rate=0.0),
             # reference: 1000 steps × 4 prompts × G=4, lr 5e-6, 64 new tokens, checkpoints every 100
             # lr 1e-5 (reference 5e-6): the contaminator acts on 8 steps, not 200
             grpo=GRPOConfig(steps=REAL_STEPS, prompts_per_step=4, group_size=4, lr=1e-5, temperature=0.9, top_p=0.9,
-                            max_new_tokens=32, checkpoint_every=REAL_STEPS // 4),  # 5 checkpoints
+                            max_new_tokens=32, checkpoint_every=8),  # 3 checkpoints: 0, 8 (the cutoff), 16
         ),
         # reference: k = 65,536. 16,384 keeps the cosine noise (≈ 1/√k ≈ 0.008) far below the effects measured
         # and a step's batch of 16 per-rollout sketches at 1 MB; CountSketch's cost does not depend on k.
@@ -357,7 +363,7 @@ def _real() -> Scale:
     )
 
 
-REAL_STEPS = 32  # GRPO steps at the real scale (reference: 1000); sized by the measured cost per stage (README)
+REAL_STEPS = 16  # GRPO steps at the real scale (reference: 1000): 8 with the contaminator, 8 after (README)
 
 
 def _paper() -> Scale:
