@@ -71,7 +71,9 @@ def p1(c: Card) -> str:
     if not norm:
         return "—"
     wins = sum(1 for s in norm if s in best and norm[s] >= best[s])
-    tail = f"; norm-only ≥ best targeted on {wins} of {len(norm)} seeds" if best else ""
+    if not best:  # the baselines are measured, the methods were not judged (a setup gate stopped them)
+        return f"norm-only {_rng(norm.values())}×; targeted: not judged"
+    tail = f"; norm-only ≥ best targeted on {wins} of {len(norm)} seeds"
     return f"norm-only {_rng(norm.values())}×; targeted {_rng(best.values())}×{tail}"
 
 
@@ -211,8 +213,10 @@ def main(argv: list[str] | None = None) -> int:
             share, n = agreement(cards[x], cards[y])
             rule, m = agreement(cards[x], cards[y], ungated=True)
             agree[f"{x} vs {y}"] = (share, rule)
+            rules = (f"{rule:.0%} of {m}" if m else
+                     "none to compare (a failed setup gate left no rule verdict on one side)")
             out.append(f"\nVerdict agreement {x} vs {y}: {share:.0%} of {n} (built-in × item) verdicts; "
-                       f"the items' own rules before the setup gates: {rule:.0%} of {m}")
+                       f"the items' own rules before the setup gates: {rules}")
     text = "\n".join(out)
     print(text)
     if args.markdown:

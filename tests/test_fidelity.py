@@ -51,3 +51,18 @@ def test_a_bad_argument_names_the_form(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         fidelity.main(["scorecard.json"])
     assert e.value.code == 2 and "SCALE=PATH" in capsys.readouterr().err
+
+
+def test_a_scale_whose_gates_stopped_every_item_says_so(tmp_path, capsys):
+    """Emergence failed on a seed: every estimator item is invalid-setup with no rule verdict. The table
+    says the methods were not judged and the rule agreement has nothing to compare (not 'nan%')."""
+    a = _card(tmp_path, "a", "fail", [3.5, 1.8], [2.7, 2.9])
+    b = _card(tmp_path, "b", "invalid-setup", [4.0, 4.0], [5.0, 5.0])
+    card = json.loads(b.read_text())
+    card["records"][0]["figures"] = {}  # a gate that stops the item leaves no per-seed figures
+    card["records"][1]["status"] = "invalid-setup"
+    b.write_text(json.dumps(card))
+    assert fidelity.main([f"default={a}", f"real={b}"]) == 0
+    out = capsys.readouterr().out
+    assert "norm-only 4×; targeted: not judged" in out and "nan" not in out
+    assert "rules before the setup gates: none to compare" in out
