@@ -116,15 +116,22 @@ def p5(c: Card) -> str:
                                                        if c.per_seed(m, "fluency_control")), {})
     if not flu:
         return "—"
+    # a seed whose sibling groups are all behavior (or all not) has no within-group pair: no AUC at all
+    judged = {s: f for s, f in flu.items() if f.get("fluency_auc") is not None}
     rate = [f.get("sampled_rate") for f in flu.values()]
-    fauc = [f.get("fluency_auc") for f in flu.values()]
-    raw = [f.get("raw_auc") for m in METHODS for f in c.per_seed(m, "fluency_control").values()]
-    resid = [f.get("auc") for m in METHODS for f in c.per_seed(m, "fluency_control").values()]
-    at_or_above = sum(1 for s, f in flu.items()
-                      if all(f.get("fluency_auc", 0) >= c.per_seed(m, "fluency_control").get(s, {}).get("raw_auc", 0)
+    fauc = [f["fluency_auc"] for f in judged.values()]
+
+    def method(key: str) -> list[float]:
+        return [f[key] for m in METHODS for f in c.per_seed(m, "fluency_control").values() if f.get(key) is not None]
+
+    at_or_above = sum(1 for s, f in judged.items()
+                      if all(f["fluency_auc"] >= (c.per_seed(m, "fluency_control").get(s, {}).get("raw_auc") or 0)
                              for m in METHODS))
-    return (f"saturated {_rng(rate)}; fluency AUC {_rng(fauc)}; gradient methods raw {_rng(raw)}, "
-            f"residualized {_rng(resid)}; fluency ≥ every gradient method (raw) on {at_or_above} of {len(flu)} seeds")
+    skipped = len(flu) - len(judged)
+    tail = f" ({skipped} seed(s) without a sibling group that mixes behavior and not)" if skipped else ""
+    return (f"saturated {_rng(rate)}; fluency AUC {_rng(fauc)}; gradient methods raw {_rng(method('raw_auc'))}, "
+            f"residualized {_rng(method('auc'))}; fluency ≥ every gradient method (raw) on {at_or_above} of "
+            f"{len(judged)} seeds{tail}")
 
 
 def p6(c: Card) -> str:

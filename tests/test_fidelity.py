@@ -66,3 +66,16 @@ def test_a_scale_whose_gates_stopped_every_item_says_so(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "norm-only 4×; targeted: not judged" in out and "nan" not in out
     assert "rules before the setup gates: none to compare" in out
+
+
+def test_fluency_cell_skips_a_seed_without_mixed_sibling_groups(tmp_path):
+    """A saturated seed (every sibling shows the behavior) has no fluency AUC: the P5 cell counts the
+    other seeds and says how many were skipped, instead of crashing on None."""
+    none = {"fluency_auc": None, "raw_auc": None, "auc": None, "sampled_rate": 1.0}
+    some = {"fluency_auc": 0.9, "raw_auc": 1.0, "auc": 1.0, "sampled_rate": 0.85}
+    recs = [{"estimator": m, "item": "fluency_control", "status": "fail",
+             "figures": {"per_seed": {"0": none, "1": some}}} for m in fidelity.BUILTINS]
+    p = tmp_path / "card.json"
+    p.write_text(json.dumps({"seeds": [0, 1], "records": recs}))
+    cell = fidelity.p5(fidelity.Card(p))
+    assert "fluency AUC 0.9;" in cell and "on 0 of 1 seeds (1 seed(s) without a sibling group" in cell
