@@ -355,9 +355,9 @@ def _real() -> Scale:
         sketch=SketchConfig(k=16384, batch_size=8),
         # reference siblings: G = 8, temperature 0.9, top-p 0.95, 2 draws
         draws=DrawConfig(n_draws=2, group_size=8, groups_per_probe=1, temperature=0.9, top_p=0.95),
-        # a replay here is 8 GRPO updates of the 135M model (~85 CPU-s with its measure): 4 random removals for
-        # causal_gt and the minimum 8 LDS subsets keep one seed's replays near 20 CPU-min; the LDS at M = 8 is
-        # underpowered (a Spearman CI of about ±0.6) and is reported, not relied on
+        # a replay here is 8 GRPO updates of the 135M model (44–49 CPU-s with its measure): 4 random removals
+        # for causal_gt and the minimum 8 LDS subsets keep one seed's replays at 11–12 CPU-min; the LDS at M = 8
+        # is underpowered (a Spearman CI of about ±0.6) and is reported, not relied on
         counterfactual=CounterfactualConfig(n_random=4, n_lds=8),
         seeds=(0, 1, 2),
     )
