@@ -48,6 +48,12 @@ BIG_MODEL = 1 << 24
 BIG_MODEL_CHUNK = 8
 
 
+def sequences_per_backward(model, small: int) -> int:
+    """How many sequences one backward takes: `small` for a small model, `BIG_MODEL_CHUNK` above `BIG_MODEL`
+    parameters (the target stage and the token-level collector share this rule)."""
+    return small if sum(p.numel() for p in model.parameters()) < BIG_MODEL else BIG_MODEL_CHUNK
+
+
 def examples_batch(ex: TargetExamples, pad_id: int) -> Batch:
     """Collated batch of `ex` whose `loss_mask` is `ex.mask` (EOS counts only where flagged)."""
     b = collate(ex.prompts, ex.prompt_len, ex.replies, ex.reply_len, pad_id, eos_id=-1)
@@ -67,7 +73,7 @@ def target_loss(model, ex: TargetExamples, pad_id: int) -> torch.Tensor:
 def target_gradient(model, ex: TargetExamples, pad_id: int) -> torch.Tensor:
     """The flat target gradient t(θ) at `model`'s parameters, (n_params,)."""
     n = len(ex)
-    chunk = n if sum(p.numel() for p in model.parameters()) < BIG_MODEL else BIG_MODEL_CHUNK
+    chunk = sequences_per_backward(model, n)
     model.zero_grad(set_to_none=True)
     for lo in range(0, n, chunk):
         part = ex if chunk >= n else ex.select(np.arange(lo, min(lo + chunk, n)))

@@ -29,7 +29,7 @@ import torch
 from bt_core.artifacts.store import save_array
 from bt_core.artifacts.targets import TARGET_KINDS, TargetExamples
 from bt_core.gradients.layout import embedding_rows
-from bt_core.targets.examples import BIG_MODEL, BIG_MODEL_CHUNK
+from bt_core.targets.examples import sequences_per_backward
 from bt_core.training.generate import sample
 from bt_core.training.objective import collate
 
@@ -101,7 +101,7 @@ class TokenLevelCollector:
                                   [[True]] * len(keep), [0.0] * len(keep))
         g_parts = []
         # a big model (the real scale: 134.5M parameters) in small batches: activations grow with B
-        batch = BATCH if sum(p.numel() for p in model.parameters()) < BIG_MODEL else BIG_MODEL_CHUNK
+        batch = sequences_per_backward(model, BATCH)
         for lo in range(0, len(keep), batch):
             part = ex.select(np.arange(lo, min(lo + batch, len(keep))))
             # the training collate (EOS masked): ℓ_i is exactly the rollout objective
