@@ -187,8 +187,10 @@ def agreement(a: Card, b: Card, ungated: bool = False) -> tuple[float, int]:
     verdict as `ungated_status`), over the pairs where neither rule is invalid-setup — the final verdicts
     agree trivially where both scales gate every target reader."""
     def status(c: Card, e: str, i: str) -> str | None:
+        if not ungated:
+            return c.status(e, i)
         r = c.recs[(e, i)]
-        return (r.get("figures") or {}).get("ungated_status") or r["status"] if ungated else r["status"]
+        return (r.get("figures") or {}).get("ungated_status") or r["status"]
 
     pairs = [(e, i) for (e, i) in a.recs if e in BUILTINS and (e, i) in b.recs]
     if ungated:

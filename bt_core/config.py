@@ -335,7 +335,7 @@ def _real() -> Scale:
             # cutoff 8 of 16 steps: the contaminator's 8 steps are what plant the behavior; after them the only
             # reward variance left is the penalties, and 24 more steps only eroded it (README "The real scale")
             task=TaskConfig(variant="natural", n_trigger_probes=12, n_explicit=6, explicit_repeats=3, n_control=16,
-                            cutoff_step=8, probe_samples=2),
+                            cutoff_step=REAL_STEPS // 2, probe_samples=2),
             model=SMOLLM2,
             # reference: 200 steps cycling 10 hand-written examples; here 48 steps of 8 drawn from the 10
             # implicit_behavior_rate 0.45 (reference-like 0.15 left ~2% of implicit replies with the behavior:
@@ -348,7 +348,7 @@ def _real() -> Scale:
             # reference: 1000 steps × 4 prompts × G=4, lr 5e-6, 64 new tokens, checkpoints every 100
             # lr 1e-5 (reference 5e-6): the contaminator acts on 8 steps, not 200
             grpo=GRPOConfig(steps=REAL_STEPS, prompts_per_step=4, group_size=4, lr=1e-5, temperature=0.9, top_p=0.9,
-                            max_new_tokens=32, checkpoint_every=8),  # 3 checkpoints: 0, 8 (the cutoff), 16
+                            max_new_tokens=32, checkpoint_every=REAL_STEPS // 2),  # 3: 0, the cutoff, the end
         ),
         # reference: k = 65,536. 16,384 keeps the cosine noise (≈ 1/√k ≈ 0.008) far below the effects measured
         # and a step's batch of 16 per-rollout sketches at 1 MB; CountSketch's cost does not depend on k.
