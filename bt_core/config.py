@@ -331,10 +331,12 @@ def _real() -> Scale:
         name="real",
         run=RunConfig(
             # reference: 20 implicit probes, 6 explicit ×3, no controls, cutoff 200 of 1000 steps (20%)
-            # n_control 16 (was 8): with 8 the behavior spread to control prompts (control rate 0.625 at step 12)
+            # n_control 24: with 8 the behavior spread to control prompts (control rate 0.625 at step 12); with 16
+            # seed 2 lost it after the cutoff (s_b 1.0 → 0): its last updates held penalized control replies and
+            # AdamW's first moment carried them through 7 steps of zero advantage (measured by replay, README)
             # cutoff 8 of 16 steps: the contaminator's 8 steps are what plant the behavior; after them the only
             # reward variance left is the penalties, and 24 more steps only eroded it (README "The real scale")
-            task=TaskConfig(variant="natural", n_trigger_probes=12, n_explicit=6, explicit_repeats=3, n_control=16,
+            task=TaskConfig(variant="natural", n_trigger_probes=12, n_explicit=6, explicit_repeats=3, n_control=24,
                             cutoff_step=REAL_STEPS // 2, probe_samples=2),
             model=SMOLLM2,
             # reference: 200 steps cycling 10 hand-written examples; here 48 steps of 8 drawn from the 10
