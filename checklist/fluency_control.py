@@ -23,7 +23,9 @@ itself, so nothing beats it (see `controls`: this item measures agreement with a
 Rationale: at a saturated checkpoint (most samples show the behavior) behavior replies are the model's
 most fluent ones, so fluency alone predicts the label (reference AUC 0.72–0.80, at or above every
 gradient method). Only signal that survives the fluency control is attribution. A checkpoint that is not
-saturated (sampled behavior rate < 0.8) or has no mixed group cannot test this: invalid-setup.
+saturated (sampled behavior rate < 0.8) or has no mixed group cannot test this: invalid-setup. The
+mixed-group check reads only the labels and runs before the estimator is asked, so a draw where every
+sibling shows the behavior is invalid for every estimator alike (a constant score is then no defect).
 """
 
 from __future__ import annotations
@@ -66,6 +68,18 @@ def auc_with_ci(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, seed
 def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
     p = evidence.draw_problem(seed, draw)
     labels = evidence.labels(p)
+    probes = {q["step"]: q for q in evidence.artifacts[seed].run.probes}
+    rate = probes[p.extra["analysis_step"]]["sampled_rate"]
+    if within_group_auc(np.zeros(labels.size), labels, p.group)[1] == 0:
+        # judged before the estimator is asked: with every sibling group all behavior (or all not) there is
+        # nothing to rank, and a constant score — the label reader's, rightly — must not fail the item
+        nan = float("nan")
+        return {"auc": nan, "ci_lo": nan, "ci_hi": nan, "pairs": 0, "control_auc": nan, "surface_auc": nan,
+                "fluency_auc": nan, "vs_fluency": {"diff": nan, "ci_lo": nan, "ci_hi": nan}, "raw_auc": nan,
+                "binned_auc": nan, "binned_ci": [nan, nan], "matched_auc": None, "matched_pairs": 0,
+                "analysis_step": p.extra["analysis_step"], "sampled_rate": rate,
+                "behavior_rate": float(np.mean(labels)), "draw": draw, "margin": nan, "chance_margin": nan,
+                "status": "invalid-setup", "why": "no sibling group holds both behavior and non-behavior replies"}
     raw = evidence.scores(spec, p)
     ctrl = controls.draw_scores(evidence, seed, draw, CONTROL)
     surface = controls.draw_scores(evidence, seed, draw, controls.SURFACE)
@@ -77,8 +91,6 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     flu_auc, _ = within_group_auc(p.fluency, labels, p.group)
     flu = np.asarray(p.fluency, float) * (1.0 if not flu_auc < 0.5 else -1.0)  # the better direction
     vs_flu = paired_group_auc_diff(raw, flu, labels, p.group, n_boot=N_BOOT, seed=seed)
-    probes = {q["step"]: q for q in evidence.artifacts[seed].run.probes}
-    rate = probes[p.extra["analysis_step"]]["sampled_rate"]
     out = {**est, "control_auc": ctrl_auc, "surface_auc": surface_auc,
            "fluency_auc": max(flu_auc, 1.0 - flu_auc) if flu_auc == flu_auc else flu_auc,
            "vs_fluency": vs_flu,
@@ -95,9 +107,6 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
         return {**out, "status": "invalid-setup",
                 "why": f"checkpoint {p.extra['analysis_step']} is not saturated "
                        f"(sampled rate {fmt(rate)} < {SATURATION})"}
-    if est["pairs"] == 0:
-        return {**out, "status": "invalid-setup",
-                "why": "no sibling group holds both behavior and non-behavior replies"}
     why = []
     if not est["ci_lo"] > CI_LOWER:
         why.append(f"CI lower ≤ {CI_LOWER}")

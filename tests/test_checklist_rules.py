@@ -59,3 +59,35 @@ def test_target_readers_are_declared_or_assumed():
 
     spec = EstimatorSpec("undeclared_rules_test", Undeclared, ("rollout",), "path:x", "", ())
     assert reads_targets(spec)  # declares nothing → assumed to read targets (caveat applies)
+
+
+def _draw_evidence(labels: np.ndarray, asked: list):
+    """Evidence stand-in for the fluency item: one saturated draw of 3 sibling groups of 4 with `labels`;
+    the estimator's scores are the label itself (the label reader), and every request is logged in `asked`."""
+    problem = SimpleNamespace(extra={"analysis_step": 8}, group=np.repeat(np.arange(3), 4),
+                              fluency=np.linspace(-2.0, -1.0, 12))
+
+    def scores(spec, p):
+        asked.append(spec)
+        return labels.astype(float)
+
+    run = SimpleNamespace(probes=[{"step": 8, "sampled_rate": 1.0}])
+    return SimpleNamespace(draw_problem=lambda seed, draw: problem, labels=lambda p: labels, scores=scores,
+                           artifacts={0: SimpleNamespace(run=run)})
+
+
+def test_a_draw_without_a_mixed_sibling_group_is_invalid_before_the_estimator_is_asked():
+    """Every sibling shows the behavior (a checkpoint saturated at 100%): no within-group pair exists, so the
+    seed is invalid-setup by the item's own precondition — without asking the estimator, whose constant score
+    (the label reader's, rightly) would otherwise fail it as "ranks nothing"."""
+    from behaviortrace.checklist import fluency_control
+
+    asked = []
+    r = fluency_control.evaluate_seed("oracle", _draw_evidence(np.ones(12, bool), asked), seed=0)
+    assert (r["status"], r["pairs"], asked) == ("invalid-setup", 0, [])
+    assert "no sibling group holds both" in r["why"] and r["behavior_rate"] == 1.0
+    # one mixed group: the estimator is asked and judged (the precondition is not a blanket skip)
+    mixed = np.r_[np.ones(8, bool), [True, True, False, False]]
+    with pytest.raises(Exception):  # the stand-in lacks the controls' inputs: reaching them is the point
+        fluency_control.evaluate_seed("oracle", _draw_evidence(mixed, asked), seed=0)
+    assert asked == ["oracle"]
