@@ -68,19 +68,11 @@ def auc_with_ci(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, seed
 def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
     p = evidence.draw_problem(seed, draw)
     labels = evidence.labels(p)
-    probes = {q["step"]: q for q in evidence.artifacts[seed].run.probes}
-    rate = probes[p.extra["analysis_step"]]["sampled_rate"]
-    if within_group_auc(np.zeros(labels.size), labels, p.group)[1] == 0:
-        # judged before the estimator is asked: with every sibling group all behavior (or all not) there is
-        # nothing to rank, and a constant score — the label reader's, rightly — must not fail the item
-        nan = float("nan")
-        return {"auc": nan, "ci_lo": nan, "ci_hi": nan, "pairs": 0, "control_auc": nan, "surface_auc": nan,
-                "fluency_auc": nan, "vs_fluency": {"diff": nan, "ci_lo": nan, "ci_hi": nan}, "raw_auc": nan,
-                "binned_auc": nan, "binned_ci": [nan, nan], "matched_auc": None, "matched_pairs": 0,
-                "analysis_step": p.extra["analysis_step"], "sampled_rate": rate,
-                "behavior_rate": float(np.mean(labels)), "draw": draw, "margin": nan, "chance_margin": nan,
-                "status": "invalid-setup", "why": "no sibling group holds both behavior and non-behavior replies"}
-    raw = evidence.scores(spec, p)
+    # with no sibling group mixing behavior and not there is nothing to rank: the estimator is not asked (its
+    # constant score — the label reader's, rightly — would fail the item as "ranks nothing"); the figures
+    # below come out empty and the seed is invalid-setup like every other estimator's
+    mixed = within_group_auc(np.zeros(labels.size), labels, p.group)[1] > 0
+    raw = evidence.scores(spec, p) if mixed else np.zeros(labels.size)
     ctrl = controls.draw_scores(evidence, seed, draw, CONTROL)
     surface = controls.draw_scores(evidence, seed, draw, controls.SURFACE)
     est = auc_with_ci(residualize(raw, p.fluency, p.group), labels, p.group, seed)
@@ -91,6 +83,8 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     flu_auc, _ = within_group_auc(p.fluency, labels, p.group)
     flu = np.asarray(p.fluency, float) * (1.0 if not flu_auc < 0.5 else -1.0)  # the better direction
     vs_flu = paired_group_auc_diff(raw, flu, labels, p.group, n_boot=N_BOOT, seed=seed)
+    probes = {q["step"]: q for q in evidence.artifacts[seed].run.probes}
+    rate = probes[p.extra["analysis_step"]]["sampled_rate"]
     out = {**est, "control_auc": ctrl_auc, "surface_auc": surface_auc,
            "fluency_auc": max(flu_auc, 1.0 - flu_auc) if flu_auc == flu_auc else flu_auc,
            "vs_fluency": vs_flu,
@@ -107,6 +101,9 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
         return {**out, "status": "invalid-setup",
                 "why": f"checkpoint {p.extra['analysis_step']} is not saturated "
                        f"(sampled rate {fmt(rate)} < {SATURATION})"}
+    if est["pairs"] == 0:
+        return {**out, "status": "invalid-setup",
+                "why": "no sibling group holds both behavior and non-behavior replies"}
     why = []
     if not est["ci_lo"] > CI_LOWER:
         why.append(f"CI lower ≤ {CI_LOWER}")

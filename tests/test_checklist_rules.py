@@ -76,18 +76,18 @@ def _draw_evidence(labels: np.ndarray, asked: list):
                            artifacts={0: SimpleNamespace(run=run)})
 
 
-def test_a_draw_without_a_mixed_sibling_group_is_invalid_before_the_estimator_is_asked():
+def test_a_draw_without_a_mixed_sibling_group_is_invalid_before_the_estimator_is_asked(monkeypatch):
     """Every sibling shows the behavior (a checkpoint saturated at 100%): no within-group pair exists, so the
     seed is invalid-setup by the item's own precondition — without asking the estimator, whose constant score
     (the label reader's, rightly) would otherwise fail it as "ranks nothing"."""
-    from behaviortrace.checklist import fluency_control
+    from behaviortrace.checklist import controls, fluency_control
 
+    monkeypatch.setattr(controls, "draw_scores", lambda evidence, seed, draw, name: np.zeros(12))
     asked = []
     r = fluency_control.evaluate_seed("oracle", _draw_evidence(np.ones(12, bool), asked), seed=0)
     assert (r["status"], r["pairs"], asked) == ("invalid-setup", 0, [])
     assert "no sibling group holds both" in r["why"] and r["behavior_rate"] == 1.0
     # one mixed group: the estimator is asked and judged (the precondition is not a blanket skip)
     mixed = np.r_[np.ones(8, bool), [True, True, False, False]]
-    with pytest.raises(Exception):  # the stand-in lacks the controls' inputs: reaching them is the point
-        fluency_control.evaluate_seed("oracle", _draw_evidence(mixed, asked), seed=0)
-    assert asked == ["oracle"]
+    r = fluency_control.evaluate_seed("oracle", _draw_evidence(mixed, asked), seed=0)
+    assert asked == ["oracle"] and r["pairs"] == 4 and r["status"] in ("pass", "fail") and r["raw_auc"] == 1.0
