@@ -250,7 +250,9 @@ class Evidence:
         start = default_timer()
         try:
             raw = self.estimator(spec).score(given)
-        except Exception as e:  # a plug-in's bug becomes a failed item, not a crashed session
+        except BaseException as e:  # a plug-in's bug (or its pytest.skip) becomes a failed item, not a crashed session
+            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                raise
             if undeclared_reads(given):  # whatever it raised after reading a field it did not declare
                 return _undeclared(where, spec, given)
             tb = traceback.format_exception_only(type(e), e)[-1].strip()

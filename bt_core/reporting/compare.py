@@ -75,7 +75,7 @@ def compare(current: dict, baseline: dict, tolerance: float, compare_as: dict[st
     "refused" (records that could not be compared, with why), "notes"}."""
     compare_as = compare_as or {}
     base = {(r["item"], r["estimator"]): r for r in baseline["records"]}
-    regressions, refused, used = [], [], set()
+    regressions, refused, used, compared = [], [], set(), 0
     for r in current["records"]:
         item, est = r["item"], r["estimator"]
         bkey = (item, compare_as.get(est, est))
@@ -90,10 +90,11 @@ def compare(current: dict, baseline: dict, tolerance: float, compare_as: dict[st
         if diff:  # figures made with other settings are not comparable: refuse, do not pass silently
             refused.append(f"{label}: cannot compare, {diff}")
             continue
+        compared += 1
         regressions += _regressions(label, r, b, tolerance)
     names = {k[1] for k in used}  # of the estimators compared: the baseline's records not run now
     notes = [f"{k[0]} × {k[1]}: in the baseline but not run now" for k in base if k not in used and k[1] in names]
-    return {"tolerance": tolerance, "compare_as": dict(compare_as), "compared": len(used),
+    return {"tolerance": tolerance, "compare_as": dict(compare_as), "compared": compared,
             "regressions": regressions, "refused": refused, "notes": notes}
 
 
