@@ -325,3 +325,63 @@ def test_scoring_time_per_seed_is_on_the_scorecard_and_in_the_terminal(suite, py
         assert t["timer"] == "pytest_benchmark.timers.default_timer"
     res.stdout.fnmatch_lines(["scoring time per seed*", "  cosine  total * seed 0: *  seed 1: *  seed 2: *",
                               "  random  total * seed 0: *"])
+
+
+# ------------------------------------------------------------------ 3. needs is enforced (unit level)
+def _est(name, score, needs=None):
+    attrs = {"name": name, "score": lambda self, p: score(p), **({} if needs is None else {"needs": needs})}
+    cls = type(name, (registry.Estimator,), attrs)
+    return registry.EstimatorSpec(name, cls, registry.LEVELS, "path:test", "", tuple(needs or ()))
+
+
+def test_a_declared_view_holds_only_what_was_declared():
+    from bt_core.attribution.problem import STRUCTURAL_FIELDS, AttributionProblem, UndeclaredFieldError
+
+    p = AttributionProblem.synthetic()
+    v = p.handout(("emb", "weight"))
+    assert v.n_units == p.n_units and (v.sketch_norm() == p.sketch_norm()).all()
+    assert all(getattr(v, f) is not None for f in STRUCTURAL_FIELDS)
+    with pytest.raises(UndeclaredFieldError, match=r"read problem field 'targets'.*needs \['emb', 'weight'\]"):
+        v.dot("in_context")
+    assert repr(v.__dict__["targets"]) == "<withheld 'targets': not in needs>"  # no data behind the back door
+    labelled = AttributionProblem.synthetic(labelled=True).handout(("labels",))
+    assert labelled.truth is not None and labelled.labels is not None
+    with pytest.raises(UndeclaredFieldError, match="'emb'"):
+        _ = labelled.emb
+
+
+@pytest.mark.parametrize("score, needs, message", [
+    (lambda p: p.dot("in_context"), ("emb", "weight"), r"read undeclared problem field\(s\) \['targets'\]"),
+    (lambda p: p.grad_norm * p.weight, ("emb", "weight"), r"read undeclared problem field\(s\) \['grad_norm'\]"),
+    (lambda p: getattr(p, "rollouts", None) or p.sketch_norm(), ("emb", "weight"),
+     r"\['rollouts'\]"),  # a getattr with a default does not hide the read
+    (lambda p: p.sketch_norm(), ("emb", "wieght"), r"needs \['emb', 'wieght'\] name\(s\) \['wieght'\], which no "
+                                                   r"problem has; the fields: kind, level"),
+])
+def test_an_undeclared_read_is_the_estimator_s_failure_even_when_caught(score, needs, message):
+    from bt_core.attribution.evidence import EstimatorFailure, Evidence
+    from bt_core.attribution.problem import AttributionProblem
+
+    def caught(p):
+        try:
+            return score(p)
+        except Exception:
+            return p.sketch_norm()
+
+    for fn in (score, caught):
+        with pytest.raises(EstimatorFailure, match=message):
+            Evidence({}, "smoke").scores(_est("sneaky", fn, needs), AttributionProblem.synthetic())
+
+
+def test_an_estimator_that_declares_nothing_sees_everything_and_reads_targets():
+    from behaviortrace.checklist.setup import reads_targets
+
+    from bt_core.attribution.evidence import Evidence
+    from bt_core.attribution.problem import AttributionProblem
+
+    spec = _est("plain", lambda p: p.dot("in_context") + p.grad_norm)
+    assert not spec.declares_needs and reads_targets(spec)
+    p = AttributionProblem.synthetic()
+    assert Evidence({}, "smoke").scores(spec, p).shape == (p.n_units,)
+    declared = _est("declared", lambda p: p.sketch_norm(), ("emb", "weight"))
+    assert declared.declares_needs and not reads_targets(declared)
