@@ -385,3 +385,44 @@ def test_an_estimator_that_declares_nothing_sees_everything_and_reads_targets():
     assert Evidence({}, "smoke").scores(spec, p).shape == (p.n_units,)
     declared = _est("declared", lambda p: p.sketch_norm(), ("emb", "weight"))
     assert declared.declares_needs and not reads_targets(declared)
+
+
+HELPERS = {"dot": {"emb", "weight", "targets"}, "cosine": {"emb", "weight", "targets"},
+           "sketch_norm": {"emb", "weight"}, "target": {"targets"}, "target_per_unit": {"targets"},
+           "to_rollouts": set(), "n_units": set(), "handout": set()}
+
+
+def _reads(source: str) -> set[str]:
+    """The problem fields a module's source reads as `problem.<attr>` (helpers expanded to their fields)."""
+    import re
+
+    out = set()
+    for attr in re.findall(r"\bproblem\.([a-z_]+)", source):
+        out |= HELPERS.get(attr, {attr})
+    return out
+
+
+def test_every_builtin_and_adapter_declares_what_it_reads():
+    """Enforced `needs` must not break the built-ins: each module's `problem.<field>` reads are declared by every
+    estimator it defines. Read from the source, so the adapters are checked even where their library is absent
+    (trak_traker reads emb for its default projection size)."""
+    import importlib
+    import inspect
+
+    from bt_core.attribution.adapters import ADAPTERS
+    from bt_core.attribution.estimators import oracle
+    from bt_core.attribution.problem import STRUCTURAL_FIELDS
+
+    common = inspect.getsource(importlib.import_module("bt_core.attribution.adapters._common"))
+    modules = [m for m in importlib.import_module("bt_core.attribution.estimators").__dict__.values()
+               if inspect.ismodule(m) and m is not oracle]
+    modules += [importlib.import_module(f"bt_core.attribution.adapters.{m}") for m in ADAPTERS.values()]
+    checked = 0
+    for mod in modules:
+        src = inspect.getsource(mod) + (common if ".adapters." in mod.__name__ else "")
+        for cls in [c for c in vars(mod).values() if inspect.isclass(c) and issubclass(c, registry.Estimator)
+                    and c.__module__ == mod.__name__]:
+            missing = _reads(src) - set(cls.needs) - set(STRUCTURAL_FIELDS)
+            assert not missing, f"{cls.__name__} ({mod.__name__}) reads {sorted(missing)} without declaring them"
+            checked += 1
+    assert checked >= 12
