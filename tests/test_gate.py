@@ -239,11 +239,19 @@ def absent_adapter(monkeypatch):
         def score(self, problem):
             require("bt_no_such_module_xyz", extra="trak", purpose="the fake adapter")
 
+    FakeAdapter.__module__ = "bt_core.attribution.adapters.fake"  # where a built-in adapter lives
     catalog.names()  # built-ins registered first
     spec = registry.EstimatorSpec("fake_adapter", FakeAdapter, registry.LEVELS, "adapter:bt_no_such_module_xyz",
                                   "", ("emb",))
     monkeypatch.setitem(registry._REGISTRY, "fake_adapter", spec)
     return spec
+
+
+def test_a_plugin_claiming_to_be_an_adapter_is_not_let_off(suite, pytester, absent_adapter, monkeypatch):
+    """The skip is for this package's adapters only: a same-origin estimator defined elsewhere fails."""
+    monkeypatch.setattr(absent_adapter.factory, "__module__", "my_plugin")
+    res = suite("--estimator=fake_adapter", *MAG)
+    assert res.ret == pytest.ExitCode.TESTS_FAILED and res.parseoutcomes().get("skipped", 0) == 0
 
 
 def test_only_skipped_items_are_never_green(suite, pytester, absent_adapter):

@@ -96,6 +96,13 @@ class EstimatorSpec:
         return any("needs" in vars(c) for c in mro if c not in (Estimator, object))
 
     @property
+    def builtin_adapter(self) -> bool:
+        """One of this package's library adapters (`bt_core.attribution.adapters`): the only estimator whose
+        missing optional extra may skip its items instead of failing them."""
+        return self.origin.startswith("adapter:") and \
+            getattr(self.factory, "__module__", "").startswith("bt_core.attribution.adapters.")
+
+    @property
     def reads_labels(self) -> bool:
         """Whether it declared the labels in `needs`: it then gets them, and is validation only."""
         return bool(set(self.needs) & set(LABEL_FIELDS))
