@@ -1,7 +1,7 @@
 """The `behaviortrace` command line.
 
     behaviortrace check [--estimator=NAME|module:Class] [--scale smoke|default] [any pytest/suite option]
-                                                         run the installed checklist suite (pytest's exit code)
+                                                         run the installed checklist suite (the gate's exit code)
     behaviortrace estimators [--json]                    list registered estimators
     behaviortrace train --scale default --seed 3 --out DIR   train one planted-behavior run
         [--scenario reference|task_reward|no_std_norm] [--backend native|trl]
@@ -151,7 +151,9 @@ def _add_bench_sketch(sub) -> None:
 CHECK_USAGE = """usage: behaviortrace check [--estimator=NAME|module:factory] [--scale smoke|default] [options]
 
 Runs the installed BehaviorTrace checklist suite through pytest, from any directory, and exits with
-pytest's code: 0 every item passed, 1 an item failed, 4 a usage error (a bad option value).
+the gate's code: 0 every selected item judged and passed, 1 an item failed, 4 a usage error (a bad option
+value, a baseline that cannot be compared), 10 a regression against --scorecard-compare's baseline, 11 not
+judged (an item skipped: a built-in adapter's extra is absent).
 Every pytest option works (-x, -k, -n 2, --junitxml=…), and every suite option: see the
 "BehaviorTrace checklist suite" group of `behaviortrace check --help-pytest`. A module:factory path is
 imported from the current directory. Examples:
@@ -173,7 +175,7 @@ def suite_module() -> Path:
 
 
 def check(argv: list[str]) -> int:
-    """`behaviortrace check ARGS`: pytest on the installed suite with ARGS; returns pytest's exit code."""
+    """`behaviortrace check ARGS`: pytest on the installed suite with ARGS; returns its exit code (the gate's)."""
     if argv[:1] in (["-h"], ["--help"]):
         print(CHECK_USAGE)
         return 0

@@ -49,7 +49,7 @@ def level_scores(spec: EstimatorSpec, evidence: Evidence, seed: int, level: str)
 def seed_results(name: str, evaluate_seed: SeedFn, spec: EstimatorSpec, evidence: Evidence,
                  draw: int = 0) -> dict[int, dict]:
     """`evaluate_seed` on every seed, memoized per (item, estimator, seed, draw); raises EstimatorFailure."""
-    return {s: evidence.memo((name, spec.name, s, draw), lambda s=s: evaluate_seed(spec, evidence, s, draw))
+    return {s: evidence.memo((name, spec.key, s, draw), lambda s=s: evaluate_seed(spec, evidence, s, draw))
             for s in evidence.seeds}
 
 

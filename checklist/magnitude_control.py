@@ -106,7 +106,7 @@ def level_figures(spec: EstimatorSpec, evidence: Evidence, seed: int, level: str
     labels, ch, ceil = s["labels"], s["chance"], s["ceiling"][level]
     est, how = level_scores(spec, evidence, seed, level)
     prec = precision_at_k(est, labels)
-    boot = _resampled(evidence, seed, ("estimator", spec.name, level), est)
+    boot = _resampled(evidence, seed, ("estimator", spec.key, level), est)
     vs = {}
     for name in (*controls.CONTROL_NAMES, controls.SURFACE):
         other = controls.stream_scores(evidence, seed, level, name)

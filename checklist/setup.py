@@ -17,7 +17,7 @@ from behaviortrace.checklist import causal_gt, emergence, gt_minority, in_contex
 from behaviortrace.checklist._base import Item, spec_record
 
 from bt_core.attribution.evidence import Evidence
-from bt_core.attribution.registry import Estimator, EstimatorSpec
+from bt_core.attribution.registry import EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict
 
 SETUP_ITEMS: tuple[Item, ...] = (emergence.ITEM, sketch_coverage.ITEM, in_context_targets.ITEM, gt_minority.ITEM,
@@ -51,11 +51,10 @@ TARGET_FIELDS = {"targets", "target_examples"}
 
 
 def reads_targets(spec: EstimatorSpec) -> bool:
-    """Whether the estimator reads targets: by its declared `needs`; an estimator that declares nothing
-    (a plain class or factory without `needs`) is assumed to."""
-    declared = any("needs" in vars(c) for c in getattr(spec.factory, "__mro__", ())
-                   if c not in (Estimator, object))
-    return bool(TARGET_FIELDS & set(spec.needs)) if declared else True
+    """Whether the estimator reads targets: by its declared `needs` (enforced: it sees nothing else); an
+    estimator that declares nothing (a plain class or factory without `needs`) sees every field, targets
+    among them, and is treated as reading them."""
+    return bool(TARGET_FIELDS & set(spec.needs)) if spec.declares_needs else True
 
 
 def gate_targets(v: Verdict, spec: EstimatorSpec, evidence: Evidence) -> Verdict:

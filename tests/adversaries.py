@@ -2,7 +2,8 @@
 
 Each reads something a real attribution method should not rely on, or plays a trick: the answers,
 fields derived from them, the target-free controls, the reply's text, fluency, seed- or draw-keyed
-behaviour, or its own inputs. Loaded by the suite as ``adversaries:ClassName`` (this directory on the path).
+behaviour, its own inputs, or fields it did not declare in `needs`. Loaded by the suite as
+``adversaries:ClassName`` (this directory on the path).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class SeedSignFlip(Estimator):
 
     name = "seed_sign_flip"
     levels = ("rollout", "step")
-    needs = ("targets",)
+    needs = ("emb", "weight", "targets")
 
     def score(self, problem):
         return problem.cosine("in_context") * (1.0 if problem.seed % 2 == 0 else -1.0)
@@ -44,7 +45,7 @@ class DrawKeyed(Estimator):
 
     name = "draw_keyed"
     levels = ("rollout", "step")
-    needs = ("targets",)
+    needs = ("emb", "weight", "targets")
 
     def score(self, problem):
         flip = problem.kind == "draw" and problem.draw % 2 == 1
@@ -96,7 +97,7 @@ class RunDigger(Estimator):
 
     name = "run_digger"
     levels = ("rollout",)
-    needs = ("model_at",)
+    needs = ("model_at", "target_examples", "codec", "rollouts")
 
     def score(self, problem):
         seen = [problem.model_at, problem.target_examples, problem.codec, problem.rollouts]
@@ -189,7 +190,7 @@ class SurfaceTriggerEarly(Estimator):
 
     name = "surface_trigger_early"
     levels = ("rollout",)
-    needs = ("rollouts", "codec", "weight")
+    needs = ("rollouts", "codec", "weight", "step")
 
     def score(self, problem):
         hit = _trigger(problem) * _behavior(problem) * (np.asarray(problem.weight) > 0)
@@ -231,7 +232,45 @@ class FluencyRank(Estimator):
         return rankdata(problem.fluency) ** 3
 
 
+class UnderDeclaredTargetReader(Estimator):
+    """Declares only the sketches and the advantage, reads the in-context target: `dot` in disguise, aimed at
+    escaping the gate on in_context_targets (which holds target readers only)."""
+
+    name = "under_declared_target_reader"
+    levels = ("rollout", "step")
+    needs = ("emb", "weight")
+
+    def score(self, problem):
+        return problem.dot("in_context")
+
+
+class UndeclaredGradNormReader(Estimator):
+    """Reads the exact gradient norm it does not declare (A·‖∇ℓ‖: a target-free magnitude score)."""
+
+    name = "undeclared_grad_norm"
+    levels = ("rollout", "step")
+    needs = ("weight",)
+
+    def score(self, problem):
+        return np.asarray(problem.weight, float) * np.asarray(problem.grad_norm, float) + _noise(problem)
+
+
+class CatchingTargetReader(Estimator):
+    """Tries the target it did not declare, catches the refusal and falls back to the sketch norm."""
+
+    name = "catching_target_reader"
+    levels = ("rollout", "step")
+    needs = ("emb", "weight")
+
+    def score(self, problem):
+        try:
+            return problem.cosine("in_context")
+        except Exception:
+            return problem.sketch_norm()
+
+
 ADVERSARIES = {cls.name: cls.__name__ for cls in (
     NormPlusTinyTarget, SeedSignFlip, DrawKeyed, LabelReader, DeclaredLabelReader, RewardReader, EligibilityReader,
     RunDigger, Writer, AdvantageOnly, AdvantageBothLevels, SurfaceSignAdvantage, SurfaceAdvantage,
-    SurfaceTriggerEarly, SurfaceSignedNorm, EarlyAdvantage, FluencyRank)}
+    SurfaceTriggerEarly, SurfaceSignedNorm, EarlyAdvantage, FluencyRank, UnderDeclaredTargetReader,
+    UndeclaredGradNormReader, CatchingTargetReader)}

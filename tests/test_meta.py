@@ -11,6 +11,8 @@ import pytest
 from adversaries import ADVERSARIES
 
 ROOT = Path(__file__).resolve().parents[1]
+UNDECLARED = {"under_declared_target_reader": "targets", "undeclared_grad_norm": "grad_norm",
+              "catching_target_reader": "targets"}  # adversary → the field it reads without declaring it
 ITEMS = ("magnitude_control", "fluency_control", "headroom", "seed_variance", "draw_variance")
 # (estimator, item) → expected status where the mechanism is known; besides, every adversary must fail at
 # least one judged item (test_every_adversary_fails_a_judged_item)
@@ -30,6 +32,8 @@ EXPECTED = {
     **{e: {i: "fail" for i in (*ITEMS, "counterfactual")}
        for e in ("label_reader", "declared_label_reader", "reward_reader", "eligibility_reader", "run_digger",
                  "writer")},
+    # reading a field it did not declare fails every item, with the field named (even when caught)
+    **{e: {i: "fail" for i in (*ITEMS, "counterfactual")} for e in UNDECLARED},
 }
 
 
@@ -96,6 +100,17 @@ def test_the_declared_label_reader_is_marked_and_refused(matrix):
         assert rec["figures"].get("refused") == "reads labels", rec["reason"]
     oracle = recs[("oracle", "magnitude_control")]
     assert oracle["estimator_spec"]["reads_labels"] and oracle["status"] == "pass"
+
+
+@pytest.mark.parametrize("estimator, field", list(UNDECLARED.items()))
+def test_an_undeclared_read_fails_every_item_naming_the_field(matrix, estimator, field):
+    """`needs` is enforced: the under-declaring target reader does not escape the targets gate with a PASS
+    (`dot`, with identical scores, is gated); it fails, and so does a reader of an undeclared grad_norm."""
+    _, recs = matrix
+    for item in (*ITEMS, "counterfactual"):
+        rec = recs[(estimator, item)]
+        assert rec["status"] == "fail", f"{item} × {estimator}: {rec['status']} — {rec['reason']}"
+        assert f"read undeclared problem field(s) ['{field}']" in rec["reason"], rec["reason"]
 
 
 def test_the_writer_fails_with_the_reason_and_changes_nobody_else(matrix):

@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
 from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS
+from behaviortrace.fixtures.options import EXIT_REGRESSION
 
 import bt_core.reporting.render  # noqa: E402,F401
 
@@ -59,7 +60,7 @@ def test_compare_fails_on_regression(suite, pytester, check_outcomes):
             r["figures"]["headline"]["value"] *= 2  # pretend the baseline was twice as good
     (pytester.path / "base.json").write_text(json.dumps(base))
     res = suite("--estimator=oracle", "--scorecard-compare=base.json", *NOT_LDS)
-    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    assert res.ret == EXIT_REGRESSION  # its own code, not an item failure's (tests/test_gate.py)
     res.stdout.fnmatch_lines(["*REGRESSION vs baseline: magnitude_control × oracle*dropped*"])
     assert json.loads((pytester.path / "scorecard.json").read_text())["comparison"]["regressions"]
 
@@ -157,9 +158,11 @@ def test_compare_refuses_records_whose_settings_differ():
            "estimator_spec": {"params": {"target": "in_context"}}}
     base = {**rec, "estimator_spec": {"params": {"target": "constructed"}}}
     out = compare({"records": [rec]}, {"records": [base]}, 0.05)
-    assert out["regressions"] == ["headroom × cosine: cannot compare, setting 'target' is 'in_context' here and "
-                                  "'constructed' in the baseline"]
-    assert compare({"records": [rec]}, {"records": [rec]}, 0.05)["regressions"] == []
+    assert out["refused"] == ["headroom × cosine: cannot compare, setting 'target' is 'in_context' here and "
+                              "'constructed' in the baseline"]
+    assert out["regressions"] == [] and out["compared"] == 0
+    same = compare({"records": [rec]}, {"records": [rec]}, 0.05)
+    assert same["regressions"] == same["refused"] == [] and same["compared"] == 1
 
 
 def test_unrelated_sessions_leave_the_plugin_inert(pytester):

@@ -9,6 +9,11 @@ The problems are label-free (`AttributionProblem`); the labels they are scored a
 problem (read-only arrays, a fresh object), and only one that declares ``needs = ("labels",)`` gets the
 `LabelledProblem` variant.
 
+An estimator that declares `needs` is handed only those fields (`AttributionProblem.handout(needs)`); reading
+another fails its items with a reason naming the field. Estimators are keyed by `EstimatorSpec.key`, (origin,
+name): a plug-in named like a built-in shares nothing with it. Each `score` call is timed
+(`scoring_times`) with pytest-benchmark's timer.
+
 Scores are computed once per (estimator, problem) and checked: a wrong shape, NaN/inf, an all-constant
 vector or an exception inside `score` (a write into its read-only inputs among them) becomes an
 `EstimatorFailure` that the item reports as a failed verdict naming the estimator and the problem.
@@ -20,12 +25,13 @@ import traceback
 from functools import cached_property
 
 import numpy as np
+from pytest_benchmark.timers import default_timer
 
 from bt_core.artifacts.readonly import readonly
 from bt_core.artifacts.rollouts import RolloutView
 from bt_core.artifacts.run import Run
 from bt_core.artifacts.seed import SeedArtifacts
-from bt_core.attribution.problem import AttributionProblem
+from bt_core.attribution.problem import AttributionProblem, problem_fields, undeclared_reads
 from bt_core.attribution.registry import LABEL_FIELDS, Declined, EstimatorSpec
 from bt_core.extras import MissingExtra
 
@@ -114,8 +120,9 @@ class Evidence:
         self._problems: dict[tuple, AttributionProblem] = {}
         self._labels: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # problem name → (labels, truth)
         self._scores: dict[tuple, np.ndarray | EstimatorFailure] = {}
-        self._estimators: dict[str, object] = {}
+        self._estimators: dict[tuple, object] = {}
         self._memo: dict[tuple, object] = {}
+        self._times: dict[tuple, dict[str, dict]] = {}  # estimator key → {problem name: {seed, seconds}}
 
     def memo(self, key: tuple, fn):
         """Compute `fn()` once per key for this session (checklist items share expensive figures)."""
@@ -208,13 +215,18 @@ class Evidence:
         return {**declared, **spec.settings(**own)} if isinstance(own, dict) and own else declared
 
     def estimator(self, spec: EstimatorSpec):
-        if spec.name not in self._estimators:
-            self._estimators[spec.name] = spec.create(**self.estimator_params.get(spec.name, {}))
-        return self._estimators[spec.name]
+        if spec.key not in self._estimators:
+            self._estimators[spec.key] = spec.create(**self.estimator_params.get(spec.name, {}))
+        return self._estimators[spec.key]
+
+    def scoring_times(self, spec: EstimatorSpec) -> dict[str, dict]:
+        """How long `spec` took on each problem scored so far in this session: problem name → {"seed",
+        "seconds"} (its `score` call, and building the estimator on its first)."""
+        return dict(self._times.get(spec.key, {}))
 
     def scores(self, spec: EstimatorSpec, problem: AttributionProblem) -> np.ndarray:
         """Validated unit scores, (problem.n_units,). Raises EstimatorFailure."""
-        key = (spec.name, problem.name)
+        key = (spec.key, problem.name)
         if key not in self._scores:
             self._scores[key] = self._compute(spec, problem)
         res = self._scores[key]
@@ -226,14 +238,23 @@ class Evidence:
         where = f"estimator {spec.name!r} on {problem.name}"
         if problem.level not in spec.levels:
             return EstimatorFailure(f"{where}: it supports levels {list(spec.levels)}, not {problem.level!r}")
+        unknown = [f for f in spec.needs if f not in problem_fields()]
+        if unknown:
+            return EstimatorFailure(f"{where}: its needs {list(spec.needs)} name(s) {unknown}, which no problem "
+                                    f"has; the fields: {', '.join(problem_fields())}")
         lacking = [f for f in spec.needs if f not in LABEL_FIELDS and getattr(problem, f, None) is None]
         if lacking:
             return EstimatorFailure(f"{where}: it needs problem field(s) {lacking}, which this problem does not have")
-        given = problem.with_labels(self.truth(problem), self.labels(problem)) if spec.reads_labels \
-            else problem.handout()
+        full = problem.with_labels(self.truth(problem), self.labels(problem)) if spec.reads_labels else problem
+        given = full.handout(spec.needs if spec.declares_needs else None)
+        start = default_timer()
         try:
             raw = self.estimator(spec).score(given)
-        except Exception as e:  # a plug-in's bug becomes a failed item, not a crashed session
+        except BaseException as e:  # a plug-in's bug (or its pytest.skip) becomes a failed item, not a crashed session
+            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                raise
+            if undeclared_reads(given):  # whatever it raised after reading a field it did not declare
+                return _undeclared(where, spec, given)
             tb = traceback.format_exception_only(type(e), e)[-1].strip()
             if isinstance(e, Declined):
                 failure = EstimatorFailure(f"{where} declined: {e}")
@@ -246,6 +267,11 @@ class Evidence:
             if isinstance(e, ValueError) and "read-only" in str(e):
                 tb += " (its inputs are read-only: copy an array before changing it)"
             return EstimatorFailure(f"{where} raised {tb}")
+        finally:
+            self._times.setdefault(spec.key, {})[problem.name] = {"seed": problem.seed,
+                                                                  "seconds": default_timer() - start}
+        if undeclared_reads(given):  # it caught the error and returned scores anyway
+            return _undeclared(where, spec, given)
         try:
             s = np.asarray(raw, dtype=np.float64)
         except (TypeError, ValueError) as e:
@@ -259,3 +285,10 @@ class Evidence:
         if s.size > 1 and np.all(s == s[0]):
             return EstimatorFailure(f"{where} returned the same score ({s[0]:.4g}) for every unit: it ranks nothing")
         return readonly(s)
+
+
+def _undeclared(where: str, spec: EstimatorSpec, given: AttributionProblem) -> EstimatorFailure:
+    fields_read = list(dict.fromkeys(undeclared_reads(given)))
+    return EstimatorFailure(f"{where} read undeclared problem field(s) {fields_read}: its needs {list(spec.needs)} "
+                            "do not declare them, and an estimator is handed only what it declares (add them to "
+                            "its `needs`)")

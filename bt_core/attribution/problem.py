@@ -20,6 +20,12 @@ has no `gt`, `eligible`, `reward`, `reward_base`, `behavior` or `behavior_mask`.
 ``needs = ("labels",)`` (the `oracle`) is handed a `LabelledProblem` instead, and every record of it is
 marked "reads labels — validation only".
 
+**Only what it declares.** An estimator that declares ``needs`` is handed a view (`handout(needs)`) holding
+only those fields and the structural ones (`STRUCTURAL_FIELDS`: what the problem is and how its units map
+to checkpoints and rollouts); every other field is withheld, and reading it raises `UndeclaredFieldError`
+naming the field (Evidence fails the estimator's items with that reason, even when the estimator catches
+it). One that declares nothing sees every field, and is judged as a target reader.
+
 **Read-only.** Every array is read-only and cannot be made writable again
 (`bt_core.artifacts.readonly`); `targets` and `extra` are read-only mappings. A write raises, the
 estimator fails its items with the reason, and no estimator can change what another one is given.
@@ -46,7 +52,7 @@ teacher-forced sequences whose loss gradient *is* the target at checkpoint `step
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
@@ -56,10 +62,39 @@ from bt_core.artifacts.readonly import readonly, readonly_mapping
 from bt_core.artifacts.targets import TargetExamples, UnknownTargetError
 from bt_core.attribution.registry import LABEL_FIELDS
 
-__all__ = ["LABEL_FIELDS", "AttributionProblem", "LabelledProblem", "UnknownTargetError"]
+__all__ = ["LABEL_FIELDS", "STRUCTURAL_FIELDS", "AttributionProblem", "LabelledProblem", "UndeclaredFieldError",
+           "UnknownTargetError"]
 
 ARRAY_FIELDS = ("emb", "weight", "grad_norm", "fluency", "step", "group", "lr", "ckpt_index", "checkpoint_steps",
                 "unit_of_rollout")
+
+
+# What every estimator sees whatever it declares: what the problem is, and how its units are laid out over
+# checkpoints and rollouts (no figure about any unit). Every other field is handed out only when declared.
+STRUCTURAL_FIELDS = ("kind", "level", "seed", "name", "draw", "extra", "ckpt_index", "checkpoint_steps",
+                     "unit_of_rollout")
+
+
+class UndeclaredFieldError(RuntimeError):
+    """An estimator read a problem field that its `needs` does not declare (it was not handed that field)."""
+
+    def __init__(self, field: str, problem: str, declared: tuple[str, ...]):
+        super().__init__(f"read problem field {field!r} of {problem or 'a problem'}, which its needs "
+                         f"{list(declared)} does not declare: an estimator is handed only the fields it declares "
+                         f"(and {', '.join(STRUCTURAL_FIELDS)}). Add {field!r} to its `needs`")
+        self.field = field
+
+
+class _Withheld:
+    """What a declared view holds in place of a field its estimator did not declare: no data."""
+
+    __slots__ = ("field",)
+
+    def __init__(self, field: str):
+        self.field = field
+
+    def __repr__(self) -> str:
+        return f"<withheld {self.field!r}: not in needs>"
 
 
 class ReadOnlyExamples:
@@ -120,15 +155,19 @@ class AttributionProblem:
                 "needs = ('labels',); every record of it is then marked 'reads labels — validation only'")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def handout(self) -> AttributionProblem:
+    def handout(self, needs: Collection[str] | None = None) -> AttributionProblem:
         """A copy for one estimator: the same read-only arrays in a fresh problem object (and fresh rollout
-        view and codec), so that rebinding an attribute of what it was given reaches no other estimator."""
+        view and codec), so that rebinding an attribute of what it was given reaches no other estimator.
+        Given `needs`, a view that holds only those fields and `STRUCTURAL_FIELDS` (declaring either label
+        field hands out both): reading any other raises `UndeclaredFieldError` and is noted
+        (`undeclared_reads`)."""
         own = {}
         if self.rollouts is not None and hasattr(self.rollouts, "__dataclass_fields__"):
             own["rollouts"] = replace(self.rollouts)
         if self.codec is not None and hasattr(self.codec, "__dataclass_fields__"):
             own["codec"] = replace(self.codec)
-        return replace(self, **own)
+        copy = replace(self, **own)
+        return copy if needs is None else _declared_view(copy, tuple(needs))
 
     def with_labels(self, truth: np.ndarray, labels: np.ndarray) -> LabelledProblem:
         """The `LabelledProblem` a declared label reader gets: this problem plus `truth` and `labels`."""
@@ -218,3 +257,57 @@ class LabelledProblem(AttributionProblem):
         super().__post_init__()
         for name in LABEL_FIELDS:
             object.__setattr__(self, name, readonly(getattr(self, name)))
+
+
+def problem_fields() -> tuple[str, ...]:
+    """Every name an estimator may declare in `needs`: the problem's fields and the label fields."""
+    return tuple(f.name for f in fields(LabelledProblem))
+
+
+def undeclared_reads(problem: AttributionProblem) -> list[str]:
+    """The undeclared fields an estimator tried to read from the view it was handed (in order; [] for a full
+    problem)."""
+    try:
+        return list(object.__getattribute__(problem, "_undeclared_reads"))
+    except AttributeError:
+        return []
+
+
+class _DeclaredView:
+    """Mixin of the views `handout(needs)` builds: a withheld field raises on reading, and the read is noted."""
+
+    def __getattribute__(self, name: str):
+        value = object.__getattribute__(self, name)
+        if type(value) is _Withheld:
+            object.__getattribute__(self, "_undeclared_reads").append(name)
+            raise UndeclaredFieldError(name, object.__getattribute__(self, "name"),
+                                       object.__getattribute__(self, "_declared"))
+        return value
+
+    @property
+    def n_units(self) -> int:  # known without the embeddings, which it may not have declared
+        return object.__getattribute__(self, "_n_units")
+
+    def __repr__(self) -> str:
+        get = lambda k: object.__getattribute__(self, k)  # noqa: E731
+        return f"{type(self).__name__}(name={get('name')!r}, kind={get('kind')!r}, level={get('level')!r}, " \
+               f"needs={list(get('_declared'))})"
+
+
+class DeclaredProblem(_DeclaredView, AttributionProblem):
+    """An `AttributionProblem` holding only the fields its estimator declared (see `handout`)."""
+
+
+class DeclaredLabelledProblem(_DeclaredView, LabelledProblem):
+    """A `LabelledProblem` holding only the fields its (label-reading) estimator declared."""
+
+
+def _declared_view(p: AttributionProblem, needs: tuple[str, ...]) -> AttributionProblem:
+    visible = set(needs) | set(STRUCTURAL_FIELDS) | (set(LABEL_FIELDS) if set(needs) & set(LABEL_FIELDS) else set())
+    view = object.__new__(DeclaredLabelledProblem if isinstance(p, LabelledProblem) else DeclaredProblem)
+    for f in fields(p):
+        object.__setattr__(view, f.name, getattr(p, f.name) if f.name in visible else _Withheld(f.name))
+    object.__setattr__(view, "_n_units", p.n_units)
+    object.__setattr__(view, "_declared", needs)
+    object.__setattr__(view, "_undeclared_reads", [])
+    return view

@@ -37,7 +37,9 @@ class Estimator:
 
     name: str = ""
     levels: tuple[str, ...] = LEVELS
-    needs: tuple[str, ...] = ()  # problem fields it reads that may be None (e.g. "rollouts"); "labels": validation only
+    # the problem fields it reads: it is handed only these (reading another fails its items); "labels":
+    # validation only. A subclass that does not set `needs` sees every field and counts as a target reader.
+    needs: tuple[str, ...] = ()
 
     def __init__(self, **params):
         self.params = params
@@ -54,7 +56,7 @@ class EstimatorSpec:
     levels: tuple[str, ...]
     origin: str  # "builtin" | "adapter:<library>" | "plugin:<distribution>" | "path:<module:attr>"
     doc: str
-    needs: tuple[str, ...] = ()  # optional problem fields the estimator reads (checked before scoring)
+    needs: tuple[str, ...] = ()  # the problem fields it declared (enforced: see `declares_needs`)
 
     def create(self, **params) -> Estimator:
         est = self.factory(**params)
@@ -76,6 +78,29 @@ class EstimatorSpec:
         defaults = {} if sig is None else {p.name: _json_safe(p.default) for p in sig.parameters.values()
                                            if p.default is not p.empty}
         return {**defaults, **{k: _json_safe(v) for k, v in params.items()}}
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What identifies it in a session's evidence (scores, memos, built instances): (origin, name). A
+        plug-in named like a built-in is another estimator and inherits nothing of it."""
+        return (self.origin, self.name)
+
+    @property
+    def declares_needs(self) -> bool:
+        """Whether it declared `needs` itself (its class or a base other than `Estimator`, or a factory's
+        own `needs` attribute). One that declares nothing sees every problem field and is treated as a
+        target reader; one that declares sees only the fields it lists."""
+        mro = getattr(self.factory, "__mro__", None)
+        if mro is None:
+            return "needs" in getattr(self.factory, "__dict__", {})
+        return any("needs" in vars(c) for c in mro if c not in (Estimator, object))
+
+    @property
+    def builtin_adapter(self) -> bool:
+        """One of this package's library adapters (`bt_core.attribution.adapters`): the only estimator whose
+        missing optional extra may skip its items instead of failing them."""
+        return self.origin.startswith("adapter:") and \
+            getattr(self.factory, "__module__", "").startswith("bt_core.attribution.adapters.")
 
     @property
     def reads_labels(self) -> bool:

@@ -87,7 +87,7 @@ class TrakTraker(Estimator):
 
     name = "trak_traker"
     levels = ("rollout",)
-    needs = NEEDS
+    needs = NEEDS + ("emb",)  # reads the sketch dimension k (its default projection size for "countsketch")
 
     def __init__(self, target: str = "in_context", proj_dim: int | None = None, lam_scale: float = 0.1,
                  projector: str = "basic", batch_size: int = 128, max_units: int = MAX_UNITS, stream: bool = False,
