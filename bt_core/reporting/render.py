@@ -5,15 +5,15 @@ Everything here reads the JSON dict only, so every rendering shows exactly what 
 
 from __future__ import annotations
 
-import base64
-import html
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
 from bt_core.atomic import write_text_atomic
+from bt_core.reporting import summary
 from bt_core.reporting.scorecard import load
 
 
@@ -48,28 +48,118 @@ def status_cell(rec: dict) -> str:
     return rec["status"].upper() + (f" (rule: {rule.upper()})" if rule else "")
 
 
-def matrix(data: dict) -> tuple[list[str], list[list[str]]]:
-    """Rows = estimators (with their role), columns = estimator items; cells = status."""
-    _, recs = split(data)
-    items = list(dict.fromkeys(r["item"] for r in recs))
+def matrix(data: dict, why: bool = False) -> tuple[list[str], list[list[str]]]:
+    """Rows = estimators (methods, controls, validation), columns = estimator items; cells = status (and,
+    with `why`, the record's one-line why)."""
+    recs = summary.estimator_records(data)
+    items = summary.items(data)
     names = {r["estimator"]: label(r) for r in recs}
-    roles = {r["estimator"]: (r.get("estimator_spec") or {}).get("role", "—") for r in recs}
-    cell = {(r["estimator"], r["item"]): status_cell(r) for r in recs}
-    return ["estimator", "role", *items], [[names[e], roles[e]] + [cell.get((e, i), "—") for i in items]
-                                           for e in names]
+    cell = {(r["estimator"], r["item"]): status_cell(r) + (f" — {summary.short(r)}" if why else "") for r in recs}
+    return ["estimator", "role", *items], [[names[e], role] + [cell.get((e, i), "—") for i in items]
+                                           for e, role in summary.estimators(data)]
+
+
+TERMINAL_WIDTH = 120  # columns every terminal table keeps within (wider tables are split)
+
+
+def cell_code(rec: dict) -> str:
+    """A verdict in a terminal grid cell: PASS, FAIL, INVALID (the item's own evidence is unusable), or
+    gated / gated:FAIL (a setup gate held it back; after the colon, what the item's rule gives)."""
+    if rec["status"] != "invalid-setup":
+        return rec["status"].upper()
+    rule = summary.rule_status(rec)
+    return ("gated" if (rec.get("figures") or {}).get("gated_by") else "INVALID") + (f":{rule.upper()}" if rule else "")
+
+
+def _width(col: list[str]) -> int:
+    return max((len(line) for c in col for line in str(c).split("\n")), default=0)
+
+
+def fit(headers: list[str], rows: list[list[str]], fixed: int, width: int = TERMINAL_WIDTH, **kw) -> list[str]:
+    """`tabulate` (simple) tables of `rows` within `width` columns: the first `fixed` columns repeat in each
+    table, the others are split between tables where one would be wider."""
+    def table(cols: list[int]) -> str:
+        pick = lambda row: [row[k] for k in (*range(fixed), *cols)]  # noqa: E731
+        return tabulate([pick(r) for r in rows], headers=pick(headers), tablefmt="simple", **kw)
+
+    def wide(t: str) -> int:
+        return max(len(line) for line in t.splitlines())
+
+    out, cur = [], []
+    for j in range(fixed, len(headers)):
+        if cur and wide(table([*cur, j])) > width:
+            out.append(table(cur))
+            cur = []
+        cur.append(j)
+    return [*out, table(cur)]
+
+
+def _name(rec: dict, width: int = 24) -> str:
+    spec = rec.get("estimator_spec") or {}
+    return summary.clip(rec["estimator"], width - 15) + " [reads labels]" if spec.get("reads_labels") else \
+        summary.clip(rec["estimator"], width)
+
+
+def terminal_grid(data: dict) -> list[str]:
+    """Estimators (grouped: methods, controls, validation) × items, one code per cell (`cell_code`)."""
+    g, its = summary.grid(data), summary.items(data)
+    rows = []
+    for name, role in summary.estimators(data):
+        first = next(g[(name, i)] for i in its if (name, i) in g)
+        rows.append([_name(first), role] + [cell_code(g[(name, i)]) if (name, i) in g else "—" for i in its])
+    return fit(["estimator", "role", *[i.replace("_", "\n") for i in its]], rows, fixed=2)
+
+
+GRID_LEGEND = ("gated = invalid-setup: a failed setup item held the verdict back; INVALID = the item's own "
+               "evidence is unusable; after a colon, what the item's own rule gives; [reads labels] = validation "
+               "only, never a method.")
+
+
+def why_lines(data: dict) -> list[str]:
+    """Per method (and per plug-in, whatever its role): each item's verdict and its one-line why."""
+    g, its, out = summary.grid(data), summary.items(data), []
+    for name, role in summary.estimators(data):
+        recs = [g[(name, i)] for i in its if (name, i) in g]
+        if role != "method" and all((r.get("estimator_spec") or {}).get("origin", "builtin") == "builtin"
+                                    for r in recs):
+            continue
+        out.append(f"{_name(recs[0], 60)} ({role})")
+        out += [summary.clip(f"  {r['item']:<18} {cell_code(r):<12} {summary.short(r)}", TERMINAL_WIDTH)
+                for r in recs]
+    return out
+
+
+def best_lines(data: dict) -> list[str]:
+    rows = [[item, r["estimator"] if r else "—",
+             summary.clip(f"{cell_code(r)}: {summary.short(r)}" if r else "no method was run", 76)]
+            for item, r in summary.best(data).items()]
+    return fit(["item", "best method", "verdict: why"], rows, fixed=1) if rows else []
 
 
 def render_terminal(data: dict) -> str:
-    parts = []
-    if setup_rows(data):
-        parts.append(tabulate(setup_rows(data, 80), headers=["setup item", "status", "evidence"], tablefmt="simple"))
-    headers, rows = matrix(data)
-    if rows:
-        parts.append(tabulate(rows, headers=headers, tablefmt="simple"))
+    """What the terminal shows: the summary, the setup items, the verdict grid, the best method per item,
+    each method's why per item, and the lift of every estimator beside the controls — every table within
+    `TERMINAL_WIDTH` columns."""
+    parts = ["\n".join(textwrap.fill(line, TERMINAL_WIDTH, subsequent_indent="  ")
+                       for line in summary.headline(data))]
+    setup, held = summary.setup_records(data), summary.gated(data)
+    if setup:
+        parts += fit(["setup item", "status", "held back", "why"],
+                     [[r["item"], r["status"].upper(), str(held.get(r["item"], 0)), summary.short(r, 76)]
+                      for r in setup], fixed=1)
+    if summary.estimator_records(data):
+        parts += terminal_grid(data) + ["\n".join(textwrap.wrap(GRID_LEGEND, TERMINAL_WIDTH))]
+        parts += ["best method per item\n" + "\n\n".join(best_lines(data))]
+        lines = why_lines(data)
+        if lines:
+            parts.append("why, per method (full reasons in the scorecard's .md and .html)\n" + "\n".join(lines))
     for level in ("rollout", "step"):
-        h, rows = baseline_table(data, level)
+        h, rows = lift_table(data, level)
+        if not rows:
+            h, rows = baseline_table(data, level)
         if rows:
-            parts.append(tabulate(rows, headers=h, tablefmt="simple", disable_numparse=True))
+            parts += fit([f"{level} lift" if i == 0 else x for i, x in enumerate(h)], rows, fixed=1,
+                         disable_numparse=True)
     return "\n\n".join(parts)
 
 
@@ -165,13 +255,21 @@ SURFACE_NOTE = ("The surface baseline reads only the reply text and the advantag
 def render_markdown(data: dict) -> str:
     out = [f"# BehaviorTrace scorecard ({data.get('scale', '?')} scale)", "",
            f"schema `{data['schema']}` · seeds {data.get('seeds')} · config `{data.get('config_hash')}` · "
-           f"commit `{data.get('git_commit')}` · created {data['created']}", ""]
+           f"commit `{data.get('git_commit')}` · created {data['created']}", "",
+           *[f"- {line}" for line in summary.headline(data)], ""]
+    best = [[i, r["estimator"] if r else "—", f"{cell_code(r)}: {summary.short(r)}" if r else "no method was run"]
+            for i, r in summary.best(data).items()]
+    if best:
+        out += ["## Best method per item", "", tabulate([[c.replace("|", "\\|") for c in r] for r in best],
+                                                        headers=["item", "best method", "verdict: why"],
+                                                        tablefmt="github"), ""]
     if setup_rows(data):
         md_rows = [[c.replace("|", "\\|") for c in r] for r in setup_rows(data, 400)]  # "|GT|" splits a cell
         out += ["## Setup validity", "", tabulate(md_rows, headers=["item", "status", "evidence"],
                                                   tablefmt="github"), ""]
-    headers, rows = matrix(data)
-    out += ["## Verdicts", "", tabulate(rows, headers=headers, tablefmt="github"), ""]
+    headers, rows = matrix(data, why=True)
+    out += ["## Verdicts", "", tabulate([[c.replace("|", "\\|") for c in r] for r in rows], headers=headers,
+                                        tablefmt="github"), ""]
     for level in ("rollout", "step"):
         h, rows = lift_table(data, level)
         if rows:
@@ -204,42 +302,10 @@ def _controls_line(data: dict) -> str:
     return "; ".join(f"{n} = {c.get('rollout')} (step: {c.get('step')})" for n, c in ctrl.items())
 
 
-def render_html(data: dict, figures: list[Path]) -> str:
-    """One self-contained page: tables plus the PNG figures embedded as data URIs."""
-    def table(headers, rows):
-        return tabulate(rows, headers=headers, tablefmt="unsafehtml") if rows else ""
-    body = [f"<h1>BehaviorTrace scorecard ({html.escape(str(data.get('scale')))} scale)</h1>",
-            f"<p>seeds {data.get('seeds')} · config <code>{data.get('config_hash')}</code> · commit "
-            f"<code>{data.get('git_commit')}</code> · {data['created']}</p>"]
-    if setup_rows(data):
-        body += ["<h2>Setup validity</h2>", table(["item", "status", "evidence"],
-                                                 [[html.escape(c) for c in r] for r in setup_rows(data, 400)])]
-    body += ["<h2>Verdicts</h2>", table(*matrix(data))]
-    for level in ("rollout", "step"):
-        h, rows = lift_table(data, level)
-        if rows:
-            body += [f"<h2>{level.capitalize()}-level lift</h2>", table(h, rows)]
-    if data.get("baselines"):
-        body.append(f"<p>Controls: {html.escape(_controls_line(data))}. {html.escape(SURFACE_NOTE)}</p>")
-    h, rows = auc_table(data)
-    if rows:
-        body += ["<h2>Fluency-residualized within-group AUC</h2>", table(h, rows)]
-    for f in figures:
-        b64 = base64.b64encode(f.read_bytes()).decode()
-        body.append(f'<figure><img alt="{f.stem}" src="data:image/png;base64,{b64}"><figcaption>{f.stem}'
-                    "</figcaption></figure>")
-    body += ["<h2>Reasons</h2><ul>"] + [
-        f"<li><b>{html.escape(r['item'])} × {html.escape(label(r))}</b> — {r['status'].upper()}: "
-        f"{html.escape(r['reason'])}</li>" for r in data["records"]] + ["</ul>"]
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:3px 8px}img{max-width:100%}")
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>BehaviorTrace scorecard</title>" \
-           f"<style>{style}</style></head><body>{''.join(body)}</body></html>"
-
-
 def render_all(json_path: Path) -> dict[str, Path]:
     """Render Markdown, figures and HTML beside the scorecard JSON. Returns the written paths."""
     from bt_core.reporting import figures
+    from bt_core.reporting.page import render_html
 
     data = load(json_path)
     md = json_path.with_suffix(".md")
