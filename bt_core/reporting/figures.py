@@ -15,46 +15,11 @@ Each figure comes with a title and a caption that says what it shows and how to 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from bt_core.reporting import summary
-
-MARKERS = "osD^vP*Xph"
-DPI = 100
-
-
-@dataclass(frozen=True)
-class Figure:
-    path: Path
-    section: str  # where the page shows it: "margins", "lift", "auc", "lds", "setup"
-    title: str
-    caption: str  # what it shows and how to read it
-
-
-def plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as pyplot
-
-    return pyplot
-
-
-def seed_style(seeds: list[str], s: str) -> dict:
-    """The colour and marker of seed `s`: every figure draws a seed the same way."""
-    i = seeds.index(s) if s in seeds else len(seeds)
-    return {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)]}
-
-
-def seeds_of(data: dict) -> list[str]:
-    return [str(s) for s in data.get("seeds") or []]
-
-
-def save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI)
-    plt().close(fig)
-    return path
+from bt_core.reporting.margins import margin_figures
+from bt_core.reporting.plotting import Figure, plt, save, seed_style, seeds_of
 
 
 def _records(data: dict, item: str) -> list[dict]:
@@ -229,8 +194,6 @@ def alignment_figure(data: dict, out: Path) -> Figure | None:
 
 def render(data: dict, out: Path) -> list[Figure]:
     """Write every figure the scorecard has data for into `out`; returns them in page order."""
-    from bt_core.reporting.margins import margin_figures
-
     out.mkdir(parents=True, exist_ok=True)
     figs = [*margin_figures(data, out), lift_figure(data, out), auc_figure(data, out), lds_figure(data, out),
             alignment_figure(data, out)]

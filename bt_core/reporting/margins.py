@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bt_core.reporting import summary
-from bt_core.reporting.figures import Figure, plt, save, seed_style, seeds_of
+from bt_core.reporting.plotting import Figure, plt, save, seed_style, seeds_of
 
 BANDS = {"control": ("0.90", None), "validation": ("#efe6f7", "///")}  # background, hatch per role
 

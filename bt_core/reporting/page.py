@@ -15,7 +15,7 @@ from tabulate import tabulate
 
 from bt_core.reporting import summary
 from bt_core.reporting.margins import MARGIN_INTRO
-from bt_core.reporting.render import SURFACE_NOTE, _controls_line, auc_table, lds_table, lift_table
+from bt_core.reporting.tables import SURFACE_NOTE, _controls_line, auc_table, lds_table, lift_table
 
 STATUS_CLASS = {"pass": "st-pass", "fail": "st-fail", "invalid-setup": "st-invalid"}
 SECTIONS = {"margins": "Margins over the deciding control", "lift": "Lift beside the controls",
@@ -135,9 +135,10 @@ def summary_section(data: dict) -> str:
             f'<div class="card"><h3>Setup gates</h3><div class="big">{ok} of {len(setup)} held</div>'
             f'<ul style="padding-left:0;list-style:none">{gates}</ul></div>'
             f'<div class="card"><h3>Estimators judged</h3><div class="big">{counts["judged_everywhere"]} of '
-            f'{counts["estimators"]}</div><p>judged (pass or fail) on every item; {counts["held_back"]} held back as '
-            f'invalid-setup on at least one. {counts["method"]} methods, {counts["control"]} built-in controls, '
-            f'{counts["validation"]} validation estimator(s).</p></div>'
+            f'{counts["estimators"]}</div><p>judged (pass or fail) on every item — <b>{counts["methods_judged"]} of '
+            f'the {counts["method"]} methods</b>; {counts["held_back"]} held back as invalid-setup on at least one. '
+            f'{counts["method"]} methods, {counts["control"]} built-in controls, {counts["validation"]} validation '
+            "estimator(s).</p></div>"
             f'<div class="card"><h3>Best method per item</h3><table id="best">'
             f"<tr><th>item</th><th>method</th><th>verdict</th></tr>{best}</table>"
             "<p class=meta>A pass ranks first, then the highest worst-seed margin; controls and validation "

@@ -100,7 +100,9 @@ def judged_counts(data: dict) -> dict[str, int]:
     names = [n for n, _ in estimators(data)]
     g = grid(data)
     full = [n for n in names if all(g[(n, i)]["status"] != "invalid-setup" for i in items(data) if (n, i) in g)]
+    methods = {n for n, r in estimators(data) if r == "method"}
     return {"estimators": len(names), "judged_everywhere": len(full), "held_back": len(names) - len(full),
+            "methods_judged": len(methods & set(full)),
             **{role: sum(1 for _, r in estimators(data) if r == role) for role in ROLES}}
 
 
@@ -118,5 +120,6 @@ def headline(data: dict) -> list[str]:
             lines.append(f"SETUP FAILED: {r['item']} — {held_back}. Why: {short(r, 200)}")
     lines.append(f"Estimators: {counts['estimators']} ({counts['method']} methods, {counts['control']} controls, "
                  f"{counts['validation']} validation); {counts['judged_everywhere']} judged (pass or fail) on "
-                 f"every item, {counts['held_back']} held back as invalid-setup on at least one.")
+                 f"every item — {counts['methods_judged']} of the {counts['method']} methods — and "
+                 f"{counts['held_back']} held back as invalid-setup on at least one.")
     return lines
