@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from html import escape
 
 from tabulate import tabulate
@@ -65,7 +64,7 @@ def _chip(status: str, text: str | None = None) -> str:
 
 def _reason_html(reason: str) -> str:
     """A long reason as a list: one entry per seed ("seed N: …") where it quotes seeds."""
-    head, *parts = re.split(r"(?:;|—|:)\s+(?=seed \d+:)", reason)
+    head, parts = summary.reason_parts(reason)
     if not parts:
         return f"<p>{escape(reason)}</p>"
     return f"<p>{escape(head)}</p><ul>" + "".join(f"<li>{escape(p)}</li>" for p in parts) + "</ul>"

@@ -166,7 +166,9 @@ def render_markdown(data: dict) -> str:
         out += ["## Counterfactual LDS (Spearman of summed scores vs replayed ΔNLL over removed subsets)", "",
                 tabulate(rows, headers=h, tablefmt="github"), ""]
     out += ["## Reasons", ""]
-    out += [f"- **{r['item']} × {label(r)}** — {r['status'].upper()}: {r['reason']}" for r in data["records"]]
+    for r in data["records"]:  # a long reason as one line per seed (reasons ran to 1,400 characters)
+        head, parts = summary.reason_parts(r["reason"])
+        out += [f"- **{r['item']} × {label(r)}** — {r['status'].upper()}: {head}", *[f"  - {p}" for p in parts]]
     cmp = data.get("comparison")
     if cmp:
         out += ["", "## Comparison with the baseline", "",

@@ -5,6 +5,8 @@ each one held back, the best method per item, and each record's one-line `short`
 
 from __future__ import annotations
 
+import re
+
 ROLES = ("method", "control", "validation")  # display order of the estimator groups
 ROLE_TITLES = {"method": "methods", "control": "controls (built-in, target-free)",
                "validation": "validation (reads the labels — not a method)"}
@@ -15,6 +17,16 @@ def clip(text: str, width: int) -> str:
     """`text` on one line, at most `width` characters (an ellipsis marks a cut)."""
     text = " ".join(str(text).splitlines())
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def reason_parts(reason: str) -> tuple[str, list[str]]:
+    """A long reason cut where it quotes seeds: (its head, one part per "seed N: …"), for a list per seed."""
+    head, *parts = re.split(r"(?:;|—|:)\s+(?=seed \d+:)", reason)
+    return head, parts
 
 
 def setup_records(data: dict) -> list[dict]:
@@ -118,8 +130,9 @@ def headline(data: dict) -> list[str]:
             held_back = (f"it held back {g[r['item']]} of {n_rec} estimator verdicts as invalid-setup"
                          if g.get(r["item"]) else "it held back no estimator verdict")
             lines.append(f"SETUP FAILED: {r['item']} — {held_back}. Why: {short(r, 200)}")
-    lines.append(f"Estimators: {counts['estimators']} ({counts['method']} methods, {counts['control']} controls, "
-                 f"{counts['validation']} validation); {counts['judged_everywhere']} judged (pass or fail) on "
-                 f"every item — {counts['methods_judged']} of the {counts['method']} methods — and "
-                 f"{counts['held_back']} held back as invalid-setup on at least one.")
+    lines.append(f"Estimators: {counts['estimators']} ({plural(counts['method'], 'method')}, "
+                 f"{plural(counts['control'], 'control')}, {counts['validation']} validation); "
+                 f"{counts['judged_everywhere']} judged (pass or fail) on every item — {counts['methods_judged']} "
+                 f"of the {plural(counts['method'], 'method')} — and {counts['held_back']} held back as "
+                 "invalid-setup on at least one.")
     return lines
