@@ -39,8 +39,8 @@ def margin_figure(data: dict, item: str, out: Path) -> Figure | None:
     for i, r in enumerate(recs):
         band = BANDS.get(summary.role(r))
         if band:
-            ax.axhspan(i - 0.5, i + 0.5, color=band[0], hatch=band[1], ec="#c9b3e0" if band[1] else None,
-                       lw=0, zorder=0)
+            ax.axhspan(i - 0.5, i + 0.5, fc=band[0], hatch=band[1], ec="#c9b3e0" if band[1] else band[0],
+                       lw=0.5, zorder=0)
         held = r["status"] == "invalid-setup"
         for j, s in enumerate(seeds):
             e = r["margin"]["per_seed"].get(s) or {}
