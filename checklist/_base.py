@@ -71,7 +71,8 @@ def failure_verdict(name: str, spec: EstimatorSpec, evidence: Evidence, e: Estim
     a skip naming the install command."""
     figures = {k: v for k, v in (("declined", e.declined), ("missing_extra", e.missing_extra)) if v}
     figures["estimator_failure"] = True
-    return Verdict(name, spec.name, Status.FAIL, f"estimator failure: {e}", figures, spec_record(spec, evidence))
+    return Verdict(name, spec.name, Status.FAIL, f"estimator failure: {e}", figures, spec_record(spec, evidence),
+                   f"estimator failure: {e}")
 
 
 def fmt(x: float) -> str:
@@ -92,5 +93,6 @@ def setup_verdict(name: str, per_seed: dict[int, dict], extra: dict | None = Non
     summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items())
     figures = {"per_seed": per_seed, **(extra or {})}
     if failing:
-        return Verdict(name, "setup", Status.FAIL, f"fails on seed(s) {failing} — {summary}", figures)
-    return Verdict(name, "setup", Status.PASS, summary, figures)
+        short = f"fails on seed {', '.join(map(str, failing))}: {per_seed[failing[0]]['why']}"
+        return Verdict(name, "setup", Status.FAIL, f"fails on seed(s) {failing} — {summary}", figures, short=short)
+    return Verdict(name, "setup", Status.PASS, summary, figures, short=f"holds on all {len(per_seed)} seed(s)")

@@ -56,6 +56,7 @@ N_BOOT = 2000  # bootstrap resamples of the subsets
 ALPHA = 0.05  # two-sided: 95% percentile intervals
 BOOT_SEED = 0xD5  # the resample indices (shared by every estimator and control: differences are paired)
 BASELINES = (*controls.CONTROL_NAMES, controls.SURFACE)
+MARGIN = "Δ LDS over the control (paired bootstrap 95% CI over subsets)"
 
 
 def subsets(evidence: Evidence, seed: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -111,11 +112,13 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
             "baselines_ci": {b: list(c) for b, c in base["ci"].items()}, "ceiling": base["ceiling"],
             "ceiling_features": f"removed rollouts per step ({base['n_ceiling_features']} steps)",
             "margin": lo, "chance_margin": float(lds[0]),
+            "versus": {"LDS 0": {"value": float(lds[0]), "ci": [lo, hi]},
+                       **{b: {"value": float(lds[0]) - base["lds"][b], "ci": list(diffs[b])} for b in BASELINES}},
             "status": Status.PASS if ok else Status.FAIL, "why": why}
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline="lds",
+    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline="lds", margin=MARGIN,
                         extra={"n_boot": N_BOOT, "alpha": ALPHA, "baselines": list(BASELINES)})
 
 

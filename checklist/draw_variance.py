@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from behaviortrace.checklist import fluency_control
 from behaviortrace.checklist._base import Item, failure_verdict, fmt, spec_record, spread
-from behaviortrace.checklist._common import judged, seed_results
+from behaviortrace.checklist._common import judged, seed_results, spread_margin, spread_short
 from behaviortrace.checklist.seed_variance import judge_spread
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
@@ -63,12 +63,14 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
 
     summary = "; ".join(line(s, f) for s, f in per_seed.items())
     judgements = {f["judged"] for f in per_seed.values()}
+    shown = (spread_short(per_seed, lambda s: f"seed {s} draws"),
+             spread_margin(per_seed, "mean fluency-control margin over draws (t 95% CI)", "max(0.5, norm_only)"))
     if "invalid-setup" in judgements:
-        return Verdict(NAME, spec.name, Status.INVALID_SETUP, f"unusable draws — {summary}", figures, rec)
+        return Verdict(NAME, spec.name, Status.INVALID_SETUP, f"unusable draws — {summary}", figures, rec, *shown)
     if "fail" in judgements:
-        return Verdict(NAME, spec.name, Status.FAIL, summary, figures, rec)
+        return Verdict(NAME, spec.name, Status.FAIL, summary, figures, rec, *shown)
     return Verdict(NAME, spec.name, Status.PASS, f"holds on all {n_draws} draws of every seed — {summary}",
-                   figures, rec)
+                   figures, rec, *shown)
 
 
 ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6")

@@ -57,6 +57,7 @@ CALIPER = 0.10  # nats: fluency-matched pairs
 MIN_MATCHED = 30  # matched-pair AUC is shown only when this many pairs exist
 N_BOOT = 10_000  # cluster-bootstrap resamples of the AUC (groups resampled; vectorized)
 CONTROL = controls.DRAW_CONTROL
+MARGIN = "Δ within-group AUC (residualized; raw vs fluency itself) over the comparison"
 
 
 def auc_with_ci(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, seed: int) -> dict:
@@ -93,7 +94,11 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
            "matched_auc": m_auc if m_pairs >= MIN_MATCHED else None, "matched_pairs": m_pairs,
            "analysis_step": p.extra["analysis_step"], "sampled_rate": rate,
            "behavior_rate": float(np.mean(labels)), "draw": draw,
-           "margin": est["auc"] - max(CI_LOWER, ctrl_auc), "chance_margin": est["auc"] - 0.5}
+           "margin": est["auc"] - max(CI_LOWER, ctrl_auc), "chance_margin": est["auc"] - 0.5,
+           "versus": {f"AUC {CI_LOWER}": {"value": est["auc"] - CI_LOWER, "ci": [est["ci_lo"] - CI_LOWER,
+                                                                            est["ci_hi"] - CI_LOWER]},
+                      CONTROL: {"value": est["auc"] - ctrl_auc, "ci": None},
+                      "fluency itself": {"value": vs_flu["diff"], "ci": [vs_flu["ci_lo"], vs_flu["ci_hi"]]}}}
     head = (f"AUC {fmt(est['auc'])} [{fmt(est['ci_lo'])}, {fmt(est['ci_hi'])}] vs {CONTROL} {fmt(ctrl_auc)}; "
             f"raw AUC {fmt(out['raw_auc'])} vs fluency's {fmt(out['fluency_auc'])} (Δ CI lower "
             f"{fmt(vs_flu['ci_lo'])}); surface {fmt(surface_auc)} (reported)")
@@ -113,11 +118,12 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
         why.append(f"not above {CONTROL}")
     if not vs_flu["ci_lo"] > 0:
         why.append("does not beat fluency itself")
-    return {**out, "status": "fail" if why else "pass", "why": head + (" — " + ", ".join(why) if why else "")}
+    return {**out, "status": "fail" if why else "pass", "why": head + (" — " + ", ".join(why) if why else ""),
+            "short": ", ".join(why)}
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE,
+    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE, margin=MARGIN,
                         extra={"ci_lower": CI_LOWER, "ci_max_width": CI_MAX_WIDTH, "saturation": SATURATION,
                                "n_boot": N_BOOT})
 

@@ -44,6 +44,7 @@ NONZERO_REL = 1e-6  # a step is "trained" if its gradient norm exceeds this × t
 SPREAD_QUANTILE = 0.95  # random's spread: this quantile of random precision − chance
 SHARE = 0.5  # share of (ceiling − chance) an estimator must recover (see the module docstring)
 N_PERM = 10_000  # random step orders behind the step-level spread
+MARGIN = "precision@|GT| − the bar (chance + max(½ headroom, random's spread)), trained window"
 
 
 def trained_window(evidence: Evidence, seed: int) -> np.ndarray:
@@ -114,12 +115,14 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     r = out["rollout"]
     return {**out, "precision": r["precision"], "chance": r["chance"], "bar": r["bar"], "status": status,
             "margin": min(out[lv]["margin"] for lv in ("rollout", "step")),
+            "versus": {f"the bar ({lv})": {"value": out[lv]["margin"], "ci": None} for lv in ("rollout", "step")
+                       if out[lv]["status"] != "invalid-setup"},
             "chance_margin": r["precision"] - r["chance"],
             "why": f"{_why('rollout', r)}; {_why('step', out['step'])}"}
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE,
+    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE, margin=MARGIN,
                         extra={"share": SHARE, "spread_quantile": SPREAD_QUANTILE, "nonzero_rel": NONZERO_REL})
 
 

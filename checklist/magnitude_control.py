@@ -65,6 +65,7 @@ HEADLINE = "lift"  # figure compared against a baseline scorecard (--scorecard-c
 N_BOOT = 10_000  # paired cluster-bootstrap resamples (see the module docstring)
 ALPHA = 0.05  # two-sided; the CI's lower bound of (estimator − control) must exceed 0
 LEVELS = ("rollout", "step")
+MARGIN = "Δ precision@|GT| over the control (paired bootstrap 95% CI)"
 
 
 def _setup(evidence: Evidence, seed: int) -> dict:
@@ -139,12 +140,15 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     ok = all(c["beats"] for c in judged)
     return {**r, "status": "pass" if ok else "fail",
             "margin": min((c["diff"] for c in judged), default=float("nan")),
+            "versus": {f"{n} ({lv})": {"value": c["diff"], "ci": [c["ci_lo"], c["ci_hi"]]}
+                       for lv, f in zip(LEVELS, (r, r["step"]), strict=True)
+                       for n, c in f["controls"].items() if c["judged"]},
             "chance_margin": r["precision"] - r["chance"],
             "why": f"{_level_why('rollout', r)}. {_level_why('step', r['step'])}"}
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE,
+    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE, margin=MARGIN,
                         extra={"n_boot": N_BOOT, "alpha": ALPHA, "controls": {
                             c.name: {"rollout": c.rollout_rule, "step": c.step_rule} for c in controls.CONTROLS}})
 

@@ -23,7 +23,7 @@ from collections import Counter
 
 from behaviortrace.checklist import fluency_control, headroom, magnitude_control
 from behaviortrace.checklist._base import Item, failure_verdict, fmt, spec_record, spread
-from behaviortrace.checklist._common import judged, seed_results
+from behaviortrace.checklist._common import judged, seed_results, spread_margin, spread_short
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
@@ -83,12 +83,14 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
                                                       f"{fmt(f['mean_margin_ci'][1])}]")
              for n, f in figures.items() if n != "seeds"]
     judgements = {f["judged"] for n, f in figures.items() if n != "seeds"}
+    spreads = {n: f for n, f in figures.items() if n != "seeds"}
+    shown = (spread_short(spreads, str), spread_margin(spreads, "per-seed margin of the item (its own units)"))
     if "invalid-setup" in judgements:
-        return Verdict(NAME, spec.name, Status.INVALID_SETUP, "; ".join(lines), figures, rec)
+        return Verdict(NAME, spec.name, Status.INVALID_SETUP, "; ".join(lines), figures, rec, *shown)
     if "fail" in judgements:
-        return Verdict(NAME, spec.name, Status.FAIL, "; ".join(lines), figures, rec)
+        return Verdict(NAME, spec.name, Status.FAIL, "; ".join(lines), figures, rec, *shown)
     return Verdict(NAME, spec.name, Status.PASS, f"every item holds on all {len(evidence.seeds)} seeds — "
-                   + "; ".join(lines), figures, rec)
+                   + "; ".join(lines), figures, rec, *shown)
 
 
 ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6")

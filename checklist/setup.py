@@ -43,8 +43,9 @@ def gate(name: str, spec: EstimatorSpec, evidence: Evidence) -> Verdict | None:
     if not broken:
         return None
     names = ", ".join(f"{v.item} ({v.reason})" for v in broken)
-    return Verdict(name, spec.name, Status.INVALID_SETUP, f"setup validity failed: {names}", {},
-                   spec_record(spec, evidence))
+    by = [v.item for v in broken]
+    return Verdict(name, spec.name, Status.INVALID_SETUP, f"setup validity failed: {names}", {"gated_by": by},
+                   spec_record(spec, evidence), f"not judged: setup {', '.join(by)} failed")
 
 
 TARGET_FIELDS = {"targets", "target_examples"}
@@ -67,8 +68,9 @@ def gate_targets(v: Verdict, spec: EstimatorSpec, evidence: Evidence) -> Verdict
     names = "; ".join(f"{b.item} failed ({b.reason.split(' — ')[0]})" for b in broken)
     return Verdict(v.item, v.estimator, Status.INVALID_SETUP,
                    f"the targets this estimator reads are not vouched for: {names}. The item's own rule gives "
-                   f"{str(v.status).upper()}: {v.reason}", {**v.figures, "ungated_status": str(v.status)},
-                   v.estimator_spec)
+                   f"{str(v.status).upper()}: {v.reason}",
+                   {**v.figures, "ungated_status": str(v.status), "gated_by": [b.item for b in broken]},
+                   v.estimator_spec, v.short, v.margin)  # short: what the rule found; gated_by: why it is not judged
 
 
 def caveats(spec: EstimatorSpec, evidence: Evidence) -> list[str]:

@@ -1,9 +1,14 @@
 """PNG figures of a scorecard (matplotlib, headless), drawn from the scorecard JSON only.
 
-* lift.png — lift per method per seed, rollout and step level, with chance (1×) and ceiling marks
-  (the reference's Figure 1 analogue);
-* auc.png — fluency-residualized within-group AUC with 95% CIs per seed (draw 0) and the other draws'
-  AUCs, with the 0.5 line (Figure 2 analogue);
+Each figure comes with a title and a caption that says what it shows and how to read it (`Figure`):
+
+* ``margin_<item>.png`` — per estimator item whose records carry a `margin`: each estimator's margin over
+  its deciding control per seed, with its CI and the bar (`margins.py`);
+* lift.png — lift per estimator and seed at both levels, beside the target-free controls and the surface
+  baseline that decide magnitude_control, with chance (1×) and each seed's ceiling (the reference's Figure 1);
+* auc.png — fluency-residualized within-group AUC with 95% CIs per seed (draw 0), the other draws, and
+  the draw control's and the surface baseline's AUC (Figure 2 analogue);
+* lds.png — the counterfactual LDS with CIs per seed, beside the controls' and the datamodel ceiling;
 * alignment.png — token-level alignment of the trigger-token gradient with each target, when the setup
   item `in_context_targets` reports it.
 """
@@ -12,107 +17,184 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
+from bt_core.reporting import summary
+from bt_core.reporting.margins import margin_figures
+from bt_core.reporting.plotting import Figure, plt, save, seed_style, seeds_of
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _estimator_records(data: dict, item: str) -> list[dict]:
-    return [r for r in data["records"] if r["item"] == item and r["estimator"] != "setup"
-            and r["figures"].get("per_seed")]
+def _records(data: dict, item: str) -> list[dict]:
+    """The item's estimator records with per-seed figures, methods first, then controls, then validation."""
+    order = {n: i for i, (n, _) in enumerate(summary.estimators(data))}
+    recs = [r for r in summary.estimator_records(data)
+            if r["item"] == item and (r.get("figures") or {}).get("per_seed")]
+    return sorted(recs, key=lambda r: order.get(r["estimator"], 0))
 
 
-def lift_figure(data: dict, out: Path) -> Path | None:
-    recs = _estimator_records(data, "magnitude_control")
-    if not recs:
+def _seed_legend(ax, seeds: list[str], **kw) -> None:
+    handles = [ax.scatter([], [], s=22, **seed_style(seeds, s), label=f"seed {s}") for s in seeds]
+    ax.legend(handles=handles, fontsize=7, **kw)
+
+
+def lift_figure(data: dict, out: Path) -> Figure | None:
+    recs = _records(data, "magnitude_control")
+    base = (data.get("baselines") or {}).get("per_seed") or {}
+    seeds = seeds_of(data) or list(base)
+    if not recs and not base:
         return None
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
+    controls = [*(data.get("baselines") or {}).get("controls", {}), "surface"] if base else []
+    names = [summary.clip(r["estimator"], 16) for r in recs] + [f"{c} (control)" if c != "surface" else
+                                                                "surface baseline" for c in controls]
+    p = plt()
+    fig, axes = p.subplots(1, 2, figsize=(13, 4.4))
     for ax, level in zip(axes, ("rollout", "step"), strict=True):
-        for i, r in enumerate(recs):
-            per = r["figures"]["per_seed"]
-            vals = [(f if level == "rollout" else f.get("step", {})) for f in per.values()]
-            lifts = [v.get("lift") for v in vals if v.get("lift") is not None]
-            ceil = [v.get("ceiling_lift") for v in vals if v.get("ceiling_lift") is not None]
-            x = i + np.linspace(-0.15, 0.15, max(len(lifts), 1))[: len(lifts)]
-            ax.scatter(x, lifts, s=22, zorder=3, label=None)
-            if ceil:
-                ax.scatter(x[: len(ceil)], ceil, marker="_", s=120, color="grey", zorder=2)
+        def est(r, s, level=level):
+            f = r["figures"]["per_seed"].get(s, {})
+            return (f if level == "rollout" else f.get("step", {})).get("lift")
+        cols = [[est(r, s) for s in seeds] for r in recs]
+        cols += [[(base.get(s, {}).get(level, {}).get(c) or {}).get("lift") for s in seeds] for c in controls]
+        for i, col in enumerate(cols):
+            for j, (s, v) in enumerate(zip(seeds, col, strict=True)):
+                if v is not None:
+                    ax.scatter(i + (j - (len(seeds) - 1) / 2) * 0.12, v, s=20, zorder=3, **seed_style(seeds, s))
+        for s in seeds:
+            ceil = base.get(s, {}).get(level, {}).get("ceiling_lift")
+            if ceil is not None:
+                ax.axhline(ceil, color=seed_style(seeds, s)["color"], lw=0.8, ls=":", zorder=1)
+        if controls:
+            ax.axvspan(len(recs) - 0.5, len(cols) - 0.5, color="0.9", zorder=0)
+            ax.text(len(recs) - 0.4, ax.get_ylim()[1], "target-free controls", va="top", fontsize=8, color="0.3")
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
-        ax.set_xticks(range(len(recs)), [r["estimator"] for r in recs], rotation=30, ha="right")
-        ax.set_title(f"{level}-level lift per seed (— ceiling, -- chance)")
-        ax.set_ylabel("precision@|GT| ÷ chance")
+        ax.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
+        ax.set_title(f"{level} level", fontsize=10)
+        ax.set_ylabel("lift: precision@|GT| ÷ chance")
+    _seed_legend(axes[0], seeds, loc="upper left")
     fig.tight_layout()
-    path = out / "lift.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return Figure(save(fig, out / "lift.png"), "lift", "Lift per estimator and seed, beside the controls",
+                  "Each marker is one seed (colour and shape = seed) of an estimator's precision among its top "
+                  "|GT| rollouts divided by chance, at rollout level (left) and step level (right). The grey band "
+                  "holds the target-free controls and the surface baseline that decide magnitude_control: a "
+                  "method passes only where it sits above every one of them on every seed (the paired CI decides; "
+                  "see the margin figure). Dashed: chance (1×); dotted, in the seed's colour: that seed's ceiling.")
 
 
-def auc_figure(data: dict, out: Path) -> Path | None:
-    recs = _estimator_records(data, "fluency_control")
+def auc_figure(data: dict, out: Path) -> Figure | None:
+    recs = _records(data, "fluency_control")
     if not recs:
         return None
-    draws = {r["estimator"]: r for r in _estimator_records(data, "draw_variance")}
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(recs)), 4))
+    seeds = seeds_of(data) or list(recs[0]["figures"]["per_seed"])
+    draws = {r["estimator"]: r for r in _records(data, "draw_variance")}
+    base = (data.get("baselines") or {}).get("per_seed") or {}
+    p = plt()
+    fig, ax = p.subplots(figsize=(max(7.0, 0.75 * len(recs) + 3), 4.2))
     for i, r in enumerate(recs):
-        per = r["figures"]["per_seed"]
-        xs = i + np.linspace(-0.2, 0.2, max(len(per), 1))[: len(per)]
-        for x, (seed, f) in zip(xs, per.items(), strict=True):
+        for j, s in enumerate(seeds):
+            f = r["figures"]["per_seed"].get(s) or {}
             if f.get("auc") is None:
                 continue
-            lo, hi = f.get("ci_lo") or f["auc"], f.get("ci_hi") or f["auc"]
-            ax.errorbar(x, f["auc"], yerr=[[f["auc"] - lo], [hi - f["auc"]]], fmt="o", ms=4, capsize=2, color="C0")
-            other = draws.get(r["estimator"], {}).get("figures", {}).get("per_seed", {}).get(seed, {})
-            extra = [a for d, a in other.get("auc", {}).items() if str(d) != "0" and a is not None]
-            ax.scatter([x] * len(extra), extra, s=12, facecolors="none", edgecolors="C1", zorder=3)
+            x, st = i + (j - (len(seeds) - 1) / 2) * 0.14, seed_style(seeds, s)
+            lo, hi = f.get("ci_lo", f["auc"]), f.get("ci_hi", f["auc"])
+            ax.errorbar(x, f["auc"], yerr=[[f["auc"] - (lo if lo is not None else f["auc"])],
+                                           [(hi if hi is not None else f["auc"]) - f["auc"]]],
+                        fmt=st["marker"], color=st["color"], ms=4, capsize=2)
+            other = (draws.get(r["estimator"], {}).get("figures", {}).get("per_seed", {}).get(s) or {}).get("auc", {})
+            extra = [a for d, a in other.items() if str(d) != "0" and a is not None]
+            ax.scatter([x] * len(extra), extra, s=12, facecolors="none", edgecolors=st["color"], zorder=3)
+    n = len(recs)
+    for k, name in enumerate(("norm_only", "surface")):
+        for j, s in enumerate(seeds):
+            v = ((base.get(s) or {}).get("draws", {}).get("0") or {}).get(name)
+            if v is not None:
+                ax.scatter(n + k + (j - (len(seeds) - 1) / 2) * 0.14, v, s=20, **seed_style(seeds, s))
+    ax.axvspan(n - 0.5, n + 1.5, color="0.9", zorder=0)
     ax.axhline(0.5, color="black", lw=0.8, ls="--")
-    ax.set_xticks(range(len(recs)), [r["estimator"] for r in recs], rotation=30, ha="right")
+    ax.set_xticks(range(n + 2), [summary.clip(r["estimator"], 16) for r in recs] + ["norm_only (control)",
+                                                                                    "surface (the label)"],
+                  rotation=35, ha="right", fontsize=8)
     ax.set_ylabel("residualized within-group AUC")
-    ax.set_title("fluency control per seed (● draw 0 with 95% CI, ○ other draws)")
+    _seed_legend(ax, seeds, loc="lower left")
     fig.tight_layout()
-    path = out / "auc.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return Figure(save(fig, out / "auc.png"), "auc", "Fluency-residualized within-group AUC",
+                  "Filled markers: an estimator's AUC for behavior vs non-behavior siblings of the same prompt, "
+                  "after removing what fluency explains, on draw 0 of each seed (colour and shape = seed), with "
+                  "its 95% cluster-bootstrap CI; hollow circles: the same on the other draws. The grey band holds "
+                  "the norm-only control and the surface baseline (on draws it is the label itself, so nothing "
+                  "beats it). Dashed: 0.5, no better than a coin within a group; a pass needs the CI above it.")
 
 
-def alignment_figure(data: dict, out: Path) -> Path | None:
+def lds_figure(data: dict, out: Path) -> Figure | None:
+    recs = _records(data, "counterfactual")
+    recs = [r for r in recs if any("lds" in f for f in r["figures"]["per_seed"].values())]
+    if not recs:
+        return None
+    seeds = seeds_of(data) or list(recs[0]["figures"]["per_seed"])
+    ref = next((r for r in recs if all("baselines_lds" in r["figures"]["per_seed"].get(s, {}) for s in seeds)), None)
+    rows = [(summary.clip(r["estimator"], 18), {s: (f.get("lds"), f.get("ci")) for s, f in
+                                               r["figures"]["per_seed"].items()}) for r in recs]
+    if ref is not None:
+        per = ref["figures"]["per_seed"]
+        for b in per[seeds[0]]["baselines_lds"]:
+            rows.append((f"{b} (control)" if b != "surface" else "surface baseline",
+                         {s: (per[s]["baselines_lds"][b], per[s]["baselines_ci"][b]) for s in seeds}))
+        rows.append(("ceiling (datamodel)", {s: (per[s].get("ceiling"), None) for s in seeds}))
+    p = plt()
+    fig, ax = p.subplots(figsize=(8, 0.34 * len(rows) + 1.4))
+    for i, (_, vals) in enumerate(rows):
+        for j, s in enumerate(seeds):
+            v, ci = vals.get(s, (None, None))
+            if v is None:
+                continue
+            y, st = i + (j - (len(seeds) - 1) / 2) * 0.2, seed_style(seeds, s)
+            xerr = [[v - ci[0]], [ci[1] - v]] if ci and None not in ci else None
+            ax.errorbar(v, y, xerr=xerr, fmt=st["marker"], color=st["color"], ms=4, capsize=2)
+    ax.axhspan(len(recs) - 0.5, len(rows) - 0.5, color="0.9", zorder=0)
+    ax.axvline(0.0, color="black", lw=0.8, ls="--")
+    ax.set_yticks(range(len(rows)), [n for n, _ in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("LDS: Spearman(summed scores of a removed subset, replayed Δ behavior NLL)")
+    _seed_legend(ax, seeds, loc="lower right")
+    fig.tight_layout()
+    return Figure(save(fig, out / "lds.png"), "lds", "Counterfactual LDS per estimator and seed",
+                  "Each marker is one seed's linear datamodeling score (colour and shape = seed) with its 95% "
+                  "bootstrap CI over the removed subsets: how well an estimator's summed scores predict what "
+                  "replaying the stream without those rollouts does to the behavior. Right of the dashed 0 line "
+                  "is better than no information. The grey band holds the controls, the surface baseline and "
+                  "the step-count datamodel's held-out ceiling; a pass needs the CI above 0 and the paired CI "
+                  "above every control.")
+
+
+def alignment_figure(data: dict, out: Path) -> Figure | None:
     rec = next((r for r in data["records"] if r["item"] == "in_context_targets"), None)
     per = (rec or {}).get("figures", {}).get("per_seed")
     if not per:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    kinds = [k for k in next(iter(per.values())).get("alignment", {})]
+    seeds = list(per)
+    p = plt()
+    fig, ax = p.subplots(figsize=(6.5, 3.8))
+    kinds = list(next(iter(per.values())).get("alignment", {}))
     for j, kind in enumerate(kinds):
         for i, (seed, f) in enumerate(per.items()):
-            a = f["alignment"][kind]
-            x = j + (i - len(per) / 2) * 0.08
-            ax.errorbar(x, a["mean"], yerr=[[a["mean"] - a["ci_lo"]], [a["ci_hi"] - a["mean"]]], fmt="o", ms=4,
-                        capsize=2, color=f"C{i}", label=f"seed {seed}" if j == 0 else None)
-    ax.axhline(0.05, color="black", lw=0.8, ls="--")
+            a, st = f["alignment"][kind], seed_style(seeds, seed)
+            ax.errorbar(j + (i - (len(per) - 1) / 2) * 0.1, a["mean"], yerr=[[a["mean"] - a["ci_lo"]],
+                                                                             [a["ci_hi"] - a["mean"]]],
+                        fmt=st["marker"], color=st["color"], ms=4, capsize=2, label=f"seed {seed}" if j == 0 else None)
+    bar = (rec.get("figures") or {}).get("in_context_min")
+    if bar is not None:
+        ax.axhline(bar, color="black", lw=0.8, ls="--")
     ax.axhline(0.0, color="grey", lw=0.5)
     ax.set_xticks(range(len(kinds)), kinds)
     ax.set_ylabel("cos(trigger-token gradient, target)")
-    ax.set_title("token-level alignment (-- pass bar 0.05)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path = out / "alignment.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return Figure(save(fig, out / "alignment.png"), "setup", "Token-level alignment of the targets (setup)",
+                  "Each marker is one seed's mean cosine, on draw 0, between the gradient at the trigger token and "
+                  "each target kind, with its 95% CI (colour and shape = seed). Dashed: the in_context_targets bar "
+                  "— the in-context target must have its CI above it on every seed and draw, or the verdicts of "
+                  "every estimator that reads targets are held back as invalid-setup.")
 
 
-def render(data: dict, out: Path) -> list[Path]:
-    """Write every figure the scorecard has data for into `out`; returns their paths."""
+def render(data: dict, out: Path) -> list[Figure]:
+    """Write every figure the scorecard has data for into `out`; returns them in page order."""
     out.mkdir(parents=True, exist_ok=True)
-    return [p for p in (lift_figure(data, out), auc_figure(data, out), alignment_figure(data, out)) if p]
+    figs = [*margin_figures(data, out), lift_figure(data, out), auc_figure(data, out), lds_figure(data, out),
+            alignment_figure(data, out)]
+    return [f for f in figs if f is not None]

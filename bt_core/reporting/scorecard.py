@@ -27,11 +27,26 @@ class Status(StrEnum):
 
 
 STATUSES = tuple(s.value for s in Status)
+SHORT_MAX = 80  # characters of a verdict's `short`
 
 
 @dataclass
 class Verdict:
-    """The outcome of one checklist item for one estimator (or for the setup)."""
+    """The outcome of one checklist item for one estimator (or for the setup).
+
+    `short` and `margin` let a renderer show what decided a verdict without knowing the item:
+
+    * ``short``: one line, at most `SHORT_MAX` characters, e.g. "loses to advantage (step) by 0.43";
+    * ``margin``: the estimator's margin over the comparison that decides the item (its *deciding
+      control*: the one with the lowest CI lower bound, i.e. the one it loses to worst or beats least)::
+
+          {"figure": "what the margin measures (an axis label)", "bar": 0.0,
+           "per_seed": {"0": {"value": float | None, "ci": [lo, hi] | None, "versus": "advantage (step)",
+                              "status": "fail"}, ...},
+           "pooled": {...same keys, across seeds...}}            # optional
+
+      A seed clears the bar when its CI's lower end (its value, where there is no CI) exceeds `bar`.
+    """
 
     item: str
     estimator: str  # estimator name, or "setup" for setup-validity items
@@ -39,11 +54,15 @@ class Verdict:
     reason: str  # one or two sentences with the figures that decided it
     figures: dict[str, Any] = field(default_factory=dict)  # per-seed numbers behind the verdict
     estimator_spec: dict[str, Any] = field(default_factory=dict)  # name, params, origin
+    short: str = ""  # one line for a grid cell: what decided it ("loses to advantage (step) by 0.43")
+    margin: dict[str, Any] = field(default_factory=dict)  # the deciding comparison per seed (see `Verdict`)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status={self.status!r}; must be one of {STATUSES}")
         self.status = Status(self.status)
+        if len(self.short) > SHORT_MAX:
+            self.short = self.short[: SHORT_MAX - 1] + "…"
 
 
 class Scorecard:
@@ -66,6 +85,13 @@ class Scorecard:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, json.dumps(clean(self.to_dict()), indent=1, allow_nan=False))
         return path
+
+
+def num(x: float | None) -> str:
+    """A figure in a short line: 2 decimals, 3 significant digits below 0.01 (a margin of 0.004 is not 0)."""
+    if x is None or x != x:
+        return "n/a"
+    return f"{x:.2f}" if abs(x) >= 0.01 or x == 0 else f"{x:.2g}"
 
 
 def clean(o):
