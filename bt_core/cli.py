@@ -68,15 +68,44 @@ def _cmd_train(args) -> int:
     return _cmd_show(argparse.Namespace(dir=str(out), json=False))
 
 
+def _not_a_run(d: Path) -> str | None:
+    """Why `d` is not a run directory, with what to pass instead (None: it is one, whole or damaged)."""
+    from bt_core.artifacts.cacheroot import describe, looks_like_cache
+
+    manifest = d / "manifest.json"
+    if manifest.is_file():
+        try:
+            kind = json.loads(manifest.read_text()).get("kind")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            return None  # a run whose manifest is damaged: verify_dir says so
+        if kind == "runs":
+            return None
+    elif d.parent.name == "runs" and looks_like_cache(d.parent.parent):
+        return None  # a run folder of a cache without a manifest: damaged, verify_dir says so
+    root = next((p for p in (d, d.parent, d.parent.parent) if looks_like_cache(p)), None)
+    runs = sorted(p for p in (root / "runs").glob("*") if p.is_dir() and not p.name.startswith(".")) if root else []
+    if runs:
+        shown = "\n  ".join(str(p) for p in runs[:5]) + ("\n  …" if len(runs) > 5 else "")
+        instead = f"pass one of the cache's runs:\n  {shown}"
+    else:
+        instead = ("pass a run directory: one written by `behaviortrace train --out DIR`, or one under a cache's "
+                   "runs/ folder (e.g. .bt_cache/runs/<key>)")
+    return f"{d} {describe(d)}, not a run; {instead}"
+
+
 def _cmd_show(args) -> int:
     from bt_core.artifacts.store import ArtifactError, verify_dir
 
     d = Path(args.dir)
+    why = _not_a_run(d)
+    if why:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     try:
         manifest = verify_dir(d)
     except ArtifactError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return ArtifactError.exit_code
     summary = json.loads((d / "summary.json").read_text())
     probes = json.loads((d / "probes.json").read_text())
     flat = {**{k: v for k, v in summary.items() if k != "timings"}, "model": _model_of(d, manifest),
