@@ -192,13 +192,12 @@ imported from the current directory. Examples:
 
 def suite_module() -> Path:
     """The installed suite's test module (`behaviortrace.benchmarks`; a checkout's benchmarks/ when editable)."""
-    import importlib.util
+    from behaviortrace.fixtures.suite import SuiteMissing, suite_module
 
-    spec = importlib.util.find_spec("behaviortrace.benchmarks")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("error: the checklist suite (behaviortrace.benchmarks) is not installed; "
-                         "reinstall behaviortrace (pip install behaviortrace)")
-    return Path(next(iter(spec.submodule_search_locations))) / "test_checklist.py"
+    try:
+        return suite_module()
+    except SuiteMissing as e:
+        raise SystemExit(f"error: {e}") from None
 
 
 def check(argv: list[str]) -> int:
