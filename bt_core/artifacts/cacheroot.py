@@ -22,10 +22,13 @@ kind directory and their `.tmp-`/`.trash-`/`.partial` leftovers (`is_artifact_na
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import json
 import re
 import time
 from pathlib import Path
+
+from bt_core.atomic import write_text_atomic
 
 MARKER = "behaviortrace-cache.json"
 SCHEMA = "behaviortrace.cache"
@@ -74,10 +77,23 @@ def _manifest_names(path: Path, kind: str) -> bool:
     return isinstance(m, dict) and m.get("kind") == kind and m.get("key") == path.name
 
 
+def classify(name: str) -> tuple[str, str]:
+    """Entry name in a kind directory → (key, state); state ∈ artifact | tmp | partial | trash | lock | other
+    (bt_core/artifacts/store.py's layout)."""
+    if name.endswith(".lock"):
+        return name[:-5], "lock"
+    if name.startswith("."):
+        for tag, state in ((".tmp-", "tmp"), (".trash-", "trash")):
+            if tag in name:
+                return name[1:name.index(tag)], state
+        if name.endswith(".partial"):
+            return name[1:-len(".partial")], "partial"
+        return name, "other"
+    return name, "artifact"
+
+
 def foreign_entries(root: Path, limit: int = 5) -> list[str]:
     """Entries of an unmarked `root` that a cache never holds (at most `limit`); [] = it looks like a cache."""
-    from bt_core.artifacts.store import classify
-
     out: list[str] = []
     for p in sorted(Path(root).iterdir()):
         if p.is_file() and p.name in ROOT_FILES:
@@ -98,11 +114,13 @@ def foreign_entries(root: Path, limit: int = 5) -> list[str]:
 
 
 def _write_marker(root: Path, **extra) -> None:
-    from bt_core.artifacts.store import versions, write_json_atomic
-
-    write_json_atomic(root / MARKER, {"schema": SCHEMA, "version": MARKER_VERSION,
-                                      "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                      "created_by": f"behaviortrace {versions()['behaviortrace']}", **extra})
+    try:
+        version = md.version("behaviortrace")
+    except md.PackageNotFoundError:
+        version = "absent"
+    marker = {"schema": SCHEMA, "version": MARKER_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+              "created_by": f"behaviortrace {version}", **extra}
+    write_text_atomic(root / MARKER, json.dumps(marker, indent=1, sort_keys=True))
 
 
 def refusal(root: Path, foreign: list[str]) -> str:

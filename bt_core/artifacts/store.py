@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from filelock import FileLock
 
-from bt_core.artifacts.cacheroot import describe, is_cache_root, is_key, open_root
+from bt_core.artifacts.cacheroot import classify, describe, is_cache_root, is_key, open_root
 from bt_core.atomic import write_text_atomic
 from bt_core.faults import fault_point
 
@@ -66,20 +66,6 @@ def partial_dir(final: Path) -> Path:
 
 def trash_dir(final: Path) -> Path:
     return final.parent / f".{final.name}.trash-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def classify(name: str) -> tuple[str, str]:
-    """Entry name in a kind directory → (key, state); state ∈ artifact | tmp | partial | trash | lock | other."""
-    if name.endswith(".lock"):
-        return name[:-5], "lock"
-    if name.startswith("."):
-        for tag, state in ((".tmp-", "tmp"), (".trash-", "trash")):
-            if tag in name:
-                return name[1:name.index(tag)], state
-        if name.endswith(".partial"):
-            return name[1:-len(".partial")], "partial"
-        return name, "other"
-    return name, "artifact"
 
 
 def stale_siblings(final: Path) -> list[Path]:
