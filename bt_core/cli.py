@@ -31,6 +31,10 @@ def _cmd_estimators(args) -> int:
         return 0
     print(tabulate([[s.name, ",".join(s.levels), s.origin, s.doc] for s in specs],
                    headers=["name", "levels", "origin", "description"]))
+    from bt_core.attribution.catalog import not_installed
+
+    for name, install in not_installed().items():
+        print(f"not installed: {name} ({install})")
     return 0
 
 
