@@ -46,7 +46,8 @@ def _cmd_train(args) -> int:
 
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
-        print(f"error: --out {out} exists and is not empty; choose a new directory or delete it", file=sys.stderr)
+        print(f"error: --out {out} exists and is not empty; choose a new or empty directory (the run is written "
+              "there; nothing in an existing folder is replaced)", file=sys.stderr)
         return 2
     scale = get_scale(args.scale)
     grpo = dataclasses.replace(scale.run.grpo, backend=args.backend or scale.run.grpo.backend)
@@ -81,7 +82,7 @@ def _not_a_run(d: Path) -> str | None:
         try:
             kind = json.loads(manifest.read_text()).get("kind")
         except (OSError, json.JSONDecodeError, AttributeError):
-            return None  # a run whose manifest is damaged: verify_dir says so
+            kind = "runs" if (d / "summary.json").is_file() else None  # a run whose manifest is damaged
         if kind == "runs":
             return None
     elif d.parent.name == "runs" and looks_like_cache(d.parent.parent):

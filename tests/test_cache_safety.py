@@ -169,3 +169,21 @@ def test_a_marker_of_another_schema_is_refused(tmp_path, capsys):
     (d / MARKER).write_text('{"schema": "someone.else"}')
     rc, _, err = _cli(capsys, "cache", "clean", "--bt-cache", str(d), "--yes")
     assert rc == 2 and "does not name the schema 'behaviortrace.cache'" in err
+
+
+def test_a_folder_with_someone_elses_manifest_is_not_a_run_and_never_deleted(tmp_path, capsys):
+    d = tmp_path / "webapp"
+    d.mkdir()
+    (d / "manifest.json").write_text('{"name": "my app"')  # another tool's file of the same name, even broken
+    rc, _, err = _cli(capsys, "show", str(d))
+    assert rc == 2 and "has a manifest.json of unknown form, not a run" in err and "delete" not in err
+    with pytest.raises(ArtifactError) as e:
+        verify_dir(d)
+    assert "is not a valid manifest" in str(e.value) and "delete" not in str(e.value)
+
+
+def test_train_into_a_non_empty_folder_is_refused_without_suggesting_to_delete_it(home, capsys):
+    before = _tree(home)
+    rc, _, err = _cli(capsys, "train", "--scale", "smoke", "--out", str(home))
+    assert rc == 2 and "exists and is not empty; choose a new or empty directory" in err and "delete" not in err
+    assert _tree(home) == before

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from filelock import FileLock
 
-from bt_core.artifacts.cacheroot import classify, describe, is_cache_root, is_key, open_root
+from bt_core.artifacts.cacheroot import classify, describe, is_cache_root, open_root
 from bt_core.atomic import write_text_atomic
 from bt_core.faults import fault_point
 
@@ -176,13 +176,16 @@ def verify_dir(path: Path, config: dict[str, Any] | None = None) -> dict[str, An
     if not path.is_dir():
         raise ArtifactError(f"{path} is not an artifact directory: it {describe(path)}")
     if not mpath.exists():
-        if is_key(path.name) and is_cache_root(path.parent.parent):  # an artifact folder of a cache
+        if is_cache_root(path.parent.parent):  # an artifact folder of a cache
             raise ArtifactError(f"{path} has no {MANIFEST}: it is incomplete; {fix}")
         raise ArtifactError(f"{path} has no {MANIFEST}, so it is not a BehaviorTrace artifact: it {describe(path)}")
     try:
         manifest = json.loads(mpath.read_text())
         files = manifest["files"]
     except (json.JSONDecodeError, KeyError, TypeError) as e:
+        if not is_cache_root(path.parent.parent):  # not in a cache, maybe not ours at all: no "delete"
+            fix = ("it is not in a cache, so nothing rebuilds it in place: if it is a run written by `behaviortrace "
+                   "train --out`, train it again into a new directory")
         raise ArtifactError(f"{mpath} is not a valid manifest ({type(e).__name__}: {e}); {fix}") from e
     if config is not None and manifest.get("config") != json.loads(json.dumps(config)):
         raise ArtifactError(f"{path} was built from another config than the one requested; {fix}")
