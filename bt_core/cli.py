@@ -185,7 +185,8 @@ def _add_bench_sketch(sub) -> None:
 CHECK_USAGE = """usage: behaviortrace check [--estimator=NAME|module:factory] [--scale smoke|default] [options]
 
 Runs the installed BehaviorTrace checklist suite through pytest, from any directory, and exits with
-pytest's code: 0 every item passed, 1 an item failed, 4 a usage error (a bad option value).
+pytest's code: 0 every item passed, 1 an item failed, 4 a usage error (a bad option value, a plug-in that
+fails to import, a --bt-cache that is not a cache); or 7: the artifact cache is damaged.
 Every pytest option works (-x, -k, -n 2, --junitxml=…), and every suite option: see the
 "BehaviorTrace checklist suite" group of `behaviortrace check --help-pytest`. A module:factory path is
 imported from the current directory. Examples:

@@ -96,8 +96,8 @@ def foreign_entries(root: Path, limit: int = 5) -> list[str]:
     """Entries of an unmarked `root` that a cache never holds (at most `limit`); [] = it looks like a cache."""
     out: list[str] = []
     for p in sorted(Path(root).iterdir()):
-        if p.is_file() and p.name in ROOT_FILES:
-            continue
+        if p.is_file() and (p.name in ROOT_FILES or p.name.startswith(f".{MARKER}.tmp-")):
+            continue  # (the marker's temporary file: another process is creating this root right now)
         if not (p.is_dir() and p.name in KNOWN_KINDS):
             out.append(p.name + ("/" if p.is_dir() else ""))
         else:
