@@ -121,10 +121,12 @@ def test_clean_removes_only_artifact_folders_of_a_marked_cache(cache, capsys):
     (cache / "runs" / "my-notes").mkdir()
     (cache / "runs" / "my-notes" / "n.txt").write_text("kept")
     (cache / "sketches" / "scratch").mkdir(parents=True)
+    (cache / "mine" / "fedcba9876543210").mkdir(parents=True)  # key-shaped, but no store ever locked it
     rc, out, _ = _cli(capsys, "cache", "clean", "--bt-cache", str(cache), "--yes")
     assert rc == 0 and "removed 1 directory" in out
     assert not (cache / "runs" / KEY).exists()
     assert (cache / "runs" / "my-notes" / "n.txt").read_text() == "kept" and (cache / "sketches" / "scratch").is_dir()
+    assert (cache / "mine" / "fedcba9876543210").is_dir()
     assert is_cache_root(cache)
 
 

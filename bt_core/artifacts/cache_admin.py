@@ -86,9 +86,10 @@ def scan(root: Path) -> list[Entry]:
     for kind in kinds_in(root):
         for p in sorted((root / kind).iterdir()):
             key, state = classify(p.name)
-            if not p.is_dir() or state not in ("artifact", *LEFTOVER) or not is_key(key):
-                continue  # only artifact folders and their leftovers; anything else is never touched
             final = root / kind / key
+            if not p.is_dir() or state not in ("artifact", *LEFTOVER) or not is_key(key) \
+                    or not lock_path(final).is_file():
+                continue  # only artifact folders (the store locks a key before writing anything under it)
             out.append(Entry(kind, key, state, str(p), dir_bytes(p), round(now - p.stat().st_mtime, 1),
                              key_busy(final) if state in LEFTOVER else False))
     return out
