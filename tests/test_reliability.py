@@ -188,7 +188,7 @@ def test_cli_show_refuses_a_damaged_run(run_copy, capsys):
 
     p = run_copy / "summary.json"
     p.write_text(p.read_text().replace('"gt_size": ', '"gt_size": 1', 1))
-    assert main(["show", str(run_copy)]) == 2
+    assert main(["show", str(run_copy)]) == ArtifactError.exit_code  # 7: damaged (README "Command line")
     err = capsys.readouterr().err
     assert "summary.json does not match its manifest hash" in err and "--bt-rebuild" in err
 
@@ -216,6 +216,7 @@ def test_pickle_payload_in_a_cached_run_is_refused(run_copy, tmp_path):
 def test_run_of_another_config_is_never_reused(smoke_scale, smoke_artifacts, tmp_path):
     """Seed 0's run planted under seed 1's key (a hand-copied cache) is refused, not trained over."""
     cfg1 = smoke_scale.run.with_seed(1)
+    ArtifactStore(tmp_path).open()  # a cache root (unmarked, a mislabelled artifact makes it no cache at all)
     shutil.copytree(smoke_artifacts[0].run.path, tmp_path / "runs" / run_key(cfg1))
     with pytest.raises(ArtifactError, match="built from another config.*--bt-rebuild"):
         build_run(ArtifactStore(tmp_path), cfg1)
