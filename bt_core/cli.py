@@ -31,6 +31,10 @@ def _cmd_estimators(args) -> int:
         return 0
     print(tabulate([[s.name, ",".join(s.levels), s.origin, s.doc] for s in specs],
                    headers=["name", "levels", "origin", "description"]))
+    from bt_core.attribution.catalog import not_installed
+
+    for name, install in not_installed().items():
+        print(f"not installed: {name} ({install})")
     return 0
 
 
@@ -42,7 +46,8 @@ def _cmd_train(args) -> int:
 
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
-        print(f"error: --out {out} exists and is not empty; choose a new directory or delete it", file=sys.stderr)
+        print(f"error: --out {out} exists and is not empty; choose a new or empty directory (the run is written "
+              "there; nothing in an existing folder is replaced)", file=sys.stderr)
         return 2
     scale = get_scale(args.scale)
     grpo = dataclasses.replace(scale.run.grpo, backend=args.backend or scale.run.grpo.backend)
@@ -68,15 +73,44 @@ def _cmd_train(args) -> int:
     return _cmd_show(argparse.Namespace(dir=str(out), json=False))
 
 
+def _not_a_run(d: Path) -> str | None:
+    """Why `d` is not a run directory, with what to pass instead (None: it is one, whole or damaged)."""
+    from bt_core.artifacts.cacheroot import describe, looks_like_cache
+
+    manifest = d / "manifest.json"
+    if manifest.is_file():
+        try:
+            kind = json.loads(manifest.read_text()).get("kind")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            kind = "runs" if (d / "summary.json").is_file() else None  # a run whose manifest is damaged
+        if kind == "runs":
+            return None
+    elif d.parent.name == "runs" and looks_like_cache(d.parent.parent):
+        return None  # a run folder of a cache without a manifest: damaged, verify_dir says so
+    root = next((p for p in (d, d.parent, d.parent.parent) if looks_like_cache(p)), None)
+    runs = sorted(p for p in (root / "runs").glob("*") if p.is_dir() and not p.name.startswith(".")) if root else []
+    if runs:
+        shown = "\n  ".join(str(p) for p in runs[:5]) + ("\n  …" if len(runs) > 5 else "")
+        instead = f"pass one of the cache's runs:\n  {shown}"
+    else:
+        instead = ("pass a run directory: one written by `behaviortrace train --out DIR`, or one under a cache's "
+                   "runs/ folder (e.g. .bt_cache/runs/<key>)")
+    return f"{d} {describe(d)}, not a run; {instead}"
+
+
 def _cmd_show(args) -> int:
     from bt_core.artifacts.store import ArtifactError, verify_dir
 
     d = Path(args.dir)
+    why = _not_a_run(d)
+    if why:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     try:
         manifest = verify_dir(d)
     except ArtifactError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return ArtifactError.exit_code
     summary = json.loads((d / "summary.json").read_text())
     probes = json.loads((d / "probes.json").read_text())
     flat = {**{k: v for k, v in summary.items() if k != "timings"}, "model": _model_of(d, manifest),
@@ -152,8 +186,9 @@ CHECK_USAGE = """usage: behaviortrace check [--estimator=NAME|module:factory] [-
 
 Runs the installed BehaviorTrace checklist suite through pytest, from any directory, and exits with
 the gate's code: 0 every selected item judged and passed, 1 an item failed, 4 a usage error (a bad option
-value, a baseline that cannot be compared), 10 a regression against --scorecard-compare's baseline, 11 not
-judged (an item skipped: a built-in adapter's extra is absent).
+value, a baseline that cannot be compared, a plug-in that fails to import, a --bt-cache that is not a cache),
+7 the artifact cache is damaged, 10 a regression against --scorecard-compare's baseline, 11 not judged (an
+item skipped: a built-in adapter's extra is absent).
 Every pytest option works (-x, -k, -n 2, --junitxml=…), and every suite option: see the
 "BehaviorTrace checklist suite" group of `behaviortrace check --help-pytest`. A module:factory path is
 imported from the current directory. Examples:
@@ -165,13 +200,12 @@ imported from the current directory. Examples:
 
 def suite_module() -> Path:
     """The installed suite's test module (`behaviortrace.benchmarks`; a checkout's benchmarks/ when editable)."""
-    import importlib.util
+    from behaviortrace.fixtures.suite import SuiteMissing, suite_module
 
-    spec = importlib.util.find_spec("behaviortrace.benchmarks")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("error: the checklist suite (behaviortrace.benchmarks) is not installed; "
-                         "reinstall behaviortrace (pip install behaviortrace)")
-    return Path(next(iter(spec.submodule_search_locations))) / "test_checklist.py"
+    try:
+        return suite_module()
+    except SuiteMissing as e:
+        raise SystemExit(f"error: {e}") from None
 
 
 def check(argv: list[str]) -> int:

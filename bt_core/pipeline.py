@@ -18,8 +18,6 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from bt_core.artifacts.draws import Draw
 from bt_core.artifacts.keys import replay_key, replay_set_key, run_key, seed_keys, sketch_key
 from bt_core.artifacts.replays import Replays, measure_config, plan, trained_window
@@ -29,6 +27,7 @@ from bt_core.artifacts.store import ArtifactStore, save_array
 from bt_core.artifacts.targets import Targets
 from bt_core.config import CounterfactualConfig, DrawConfig, RunConfig, SketchConfig, to_dict
 from bt_core.gradients.sketch import sketch_run
+from bt_core.progress import progress as progress_bar
 from bt_core.targets.build import build_targets
 from bt_core.targets.draws import build_draw
 from bt_core.training.checkpoints import TrainedRun
@@ -80,8 +79,8 @@ def build_replays(store: ArtifactStore, run: TrainedRun, run_cfg: RunConfig, cf:
 
     def build_set(out: Path) -> dict:
         specs = _replay_specs(run, run_cfg, cf)
-        for triple in tqdm(list(specs.values()), desc=f"replays seed {run_cfg.seed}", unit="replay",
-                           disable=not progress, leave=False):
+        for triple in progress_bar(list(specs.values()), desc=f"replays seed {run_cfg.seed}", unit="replay",
+                                   enabled=progress):
             _build_replay_specs(store, run, cf, [triple])
         (out / "plan.json").write_text(json.dumps({"keys": {n: k for n, (k, _, _) in specs.items()}}, indent=1))
         save_array(out / "window.npy", trained_window(run.rollouts, run.config))
@@ -178,8 +177,8 @@ def _build_parallel(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConf
     with contextlib.ExitStack() as stack:
         queue = stack.enter_context(ctx.Manager()).Queue() if progress else None
         ex = stack.enter_context(ProcessPoolExecutor(max_workers=workers, mp_context=ctx))
-        bar = stack.enter_context(tqdm(total=len(seeds) * len(STAGES), desc=f"building {len(seeds)} seeds",
-                                       unit="stage", disable=not progress))
+        bar = stack.enter_context(progress_bar(total=len(seeds) * len(STAGES), desc=f"building {len(seeds)} seeds",
+                                               unit="stage", enabled=progress, leave=True, every=0))
         base = {ex.submit(_build_paths, str(store.root), store.rebuild, run_cfg.with_seed(s), sketch, draws, queue,
                           None): s for s in seeds}
         chunks: dict = {}  # future → seed
@@ -205,14 +204,14 @@ def _build_parallel(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConf
                     seed = chunks[f]
                     left[seed] -= 1
                     if left[seed] == 0:
-                        bar.update(1)
                         bar.set_postfix_str(f"seed {seed}: replays ready")
+                        bar.update(1)
             while queue is not None and not queue.empty():
                 seed, stage = queue.get()
                 if stage == "replays":
                     continue  # counted when its chunks are done
-                bar.update(1)
                 bar.set_postfix_str(f"seed {seed}: {stage} ready")
+                bar.update(1)
 
 
 def _missing_replays(store: ArtifactStore, run_cfg: RunConfig, cf: CounterfactualConfig | None) -> list[str]:

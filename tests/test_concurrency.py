@@ -102,6 +102,7 @@ def cache(smoke_artifacts, smoke_cache, tmp_path) -> Path:
     debris = root / "sketches" / f".{sk.name}.tmp-999999-dead"
     shutil.copytree(sk, debris)
     (root / "runs" / ".0123456789abcdef.partial" / "journal").mkdir(parents=True)
+    (root / "runs" / "0123456789abcdef.lock").touch()  # the store locked that key before it began training
     return root
 
 
@@ -156,6 +157,6 @@ def test_cache_command_bad_values(argv, message, tmp_path, capsys):
     (tmp_path / "f").write_text("x")
     argv = [a.format(file=tmp_path / "f") for a in argv]
     if "--bt-cache" not in argv:
-        argv += ["--bt-cache", str(tmp_path)]
+        argv += ["--bt-cache", str(tmp_path / "cache")]
     assert main(argv) == 2
     assert message in capsys.readouterr().err

@@ -140,3 +140,34 @@ def test_the_gate_workflow_runs_in_a_scratch_repository(scratch, author_repo, sm
         assert (author_repo / f).is_file(), f
     junit = (author_repo / "junit.xml").read_text()
     assert 'classname="benchmarks.test_checklist"' in junit and "my_method-magnitude_control" in junit
+
+
+def _clone(dest: Path) -> Path:
+    """Another copy of this checkout: its tracked files as they are in the working tree (a user's clone)."""
+    files = subprocess.run(["git", "ls-files", "benchmarks", "checklist", "fixtures", "bt_core", "conftest.py",
+                            "pyproject.toml"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for f in files:
+        (dest / f).parent.mkdir(parents=True, exist_ok=True)
+        (dest / f).write_bytes((ROOT / f).read_bytes())
+    return dest
+
+
+def test_the_readme_command_runs_from_a_clone_while_another_copy_is_installed(scratch, tmp_path, smoke_cache):
+    """`pytest benchmarks --estimator=…` in a clone, the package installed from the wheel (another copy):
+    the clone's suite is collected once (before: the installed suite was added too, and collection
+    crashed with "import file mismatch")."""
+    _, bin_dir, _ = scratch
+    clone = _clone(tmp_path / "clone")
+    common = ["-m", "pytest", "benchmarks", "--estimator=random", "--scale=smoke", f"--bt-cache={smoke_cache}",
+              "--bt-workers=1", "-p", "no:cacheprovider"]
+    res = _run([str(bin_dir / "python"), *common, "--collect-only", "-q"], clone, bin_dir)
+    from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS
+
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    ids = [ln for ln in res.stdout.splitlines() if "::" in ln]
+    assert len(ids) == len(SETUP_ITEMS) + len(ESTIMATOR_ITEMS) and len(set(ids)) == len(ids)  # once
+    assert all(i.startswith("benchmarks/test_checklist.py::") for i in ids)  # the clone's copy
+    res = _run([str(bin_dir / "python"), *common, "-q", "-k", "random and magnitude_control"], clone, bin_dir)
+    assert res.returncode in (0, 1) and "import file mismatch" not in res.stdout, res.stdout[-3000:]
+    card = json.loads((clone / "scorecard.json").read_text())
+    assert [r["item"] for r in card["records"] if r["estimator"] == "random"] == ["magnitude_control"]

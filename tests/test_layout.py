@@ -22,6 +22,7 @@ PKG = ROOT / "bt_core"
 # Lower number = lower layer. A module may import its own layer or any lower one, never a higher one.
 LAYERS = {
     "bt_core.config": 0, "bt_core.faults": 0, "bt_core.atomic": 0, "bt_core.metrics": 0, "bt_core.extras": 0,
+    "bt_core.progress": 0,
     "bt_core.reporting": 1,  # reads only the scorecard JSON
     "bt_core.artifacts": 1,  # loader types and the store: numpy, json, filelock
     "bt_core.training": 2,

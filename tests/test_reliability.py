@@ -188,7 +188,7 @@ def test_cli_show_refuses_a_damaged_run(run_copy, capsys):
 
     p = run_copy / "summary.json"
     p.write_text(p.read_text().replace('"gt_size": ', '"gt_size": 1', 1))
-    assert main(["show", str(run_copy)]) == 2
+    assert main(["show", str(run_copy)]) == ArtifactError.exit_code  # 7: damaged (README "Command line")
     err = capsys.readouterr().err
     assert "summary.json does not match its manifest hash" in err and "--bt-rebuild" in err
 
@@ -216,6 +216,7 @@ def test_pickle_payload_in_a_cached_run_is_refused(run_copy, tmp_path):
 def test_run_of_another_config_is_never_reused(smoke_scale, smoke_artifacts, tmp_path):
     """Seed 0's run planted under seed 1's key (a hand-copied cache) is refused, not trained over."""
     cfg1 = smoke_scale.run.with_seed(1)
+    ArtifactStore(tmp_path).open()  # a cache root (unmarked, a mislabelled artifact makes it no cache at all)
     shutil.copytree(smoke_artifacts[0].run.path, tmp_path / "runs" / run_key(cfg1))
     with pytest.raises(ArtifactError, match="built from another config.*--bt-rebuild"):
         build_run(ArtifactStore(tmp_path), cfg1)
@@ -239,13 +240,15 @@ def test_damaged_cache_is_one_clear_session_error(suite, smoke_cache, tmp_path):
     with open(sk / "emb.npy", "r+b") as f:
         f.seek(200)
         f.write(b"\x00\x01\x02\x03")
-    res = suite("--estimator=oracle,random", cache=cache)
-    assert res.ret not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    res = suite("--estimator=oracle,random", "-ra", cache=cache)
+    assert res.ret == ArtifactError.exit_code == 7  # its own code (README "Command line"), not a test failure
     res.assert_outcomes(errors=1)  # the first test reports it, then the session stops
-    res.stdout.fnmatch_lines(["*BehaviorTrace artifact cache * is damaged: *emb.npy does not match its manifest "
-                              "hash*delete * or rerun with --bt-rebuild*",
-                              "*Interrupted: BehaviorTrace artifact cache*"])
-    assert "Traceback" not in res.stdout.str() and "ArtifactError" not in res.stdout.str()
+    res.stdout.fnmatch_lines(["*BehaviorTrace: damaged artifact cache*",
+                              "BehaviorTrace artifact cache * is damaged: *emb.npy does not match its manifest "
+                              "hash*delete * or rerun with --bt-rebuild*", "*exit code 7*"])
+    out = res.stdout.str()
+    assert out.count("does not match its manifest") == 1  # reported once
+    assert "Traceback" not in out and "ArtifactError" not in out
 
 
 def test_broken_plugins_fail_their_items_and_the_session_continues(suite, pytester, check_outcomes):

@@ -73,6 +73,7 @@ def test_failed_build_leaves_nothing(tmp_path):
 def test_debris_of_a_dead_builder_is_removed_under_the_lock(tmp_path):
     """A SIGKILLed build leaves `.k1.tmp-<pid>-<hex>` (even with a manifest inside); it is never loaded,
     and the next builder of that key (holding the lock, so the owner is dead) removes it."""
+    ArtifactStore(tmp_path).open()  # debris lies in a cache root (which carries its marker)
     dead = tmp_path / "x" / ".k1.tmp-999999-deadbeef"
     dead.mkdir(parents=True)
     _build(dead)

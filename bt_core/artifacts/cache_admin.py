@@ -9,6 +9,11 @@ their bytes, and lists leftover directories: `tmp`/`trash` debris of killed proc
 key's file lock is free — a live builder holds the lock for as long as its directory exists — and as
 *busy* otherwise.
 
+Both act only on a cache root (`bt_core/artifacts/cacheroot.py`: a directory carrying the cache's marker,
+or a legacy cache every entry of which is a cache's own, which is then marked), and only on its artifact
+folders (key-named entries of its kind directories and their leftovers); anything else is refused or
+kept, and named.
+
 `clean` takes each key's lock before deleting anything (without waiting: a key being built is skipped
 and reported), so it never removes what another process is building or loading for a build. Without
 `--yes` it only says what it would delete. Lock files are kept: deleting a lock file while another
@@ -28,10 +33,18 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from tabulate import tabulate
 
+from bt_core.artifacts.cacheroot import (
+    KNOWN_KINDS,
+    MARKER,
+    NotACacheError,
+    check_root,
+    is_cache_root,
+    is_key,
+    open_root,
+)
 from bt_core.artifacts.store import classify, discard, lock_path, partial_dir, stale_siblings
 
 DEFAULT_CACHE = ".bt_cache"  # same default as the pytest plugin's --bt-cache
-KNOWN_KINDS = ("runs", "sketches", "targets", "draws", "replays", "replaysets")
 LEFTOVER = ("tmp", "partial", "trash")
 
 
@@ -73,9 +86,10 @@ def scan(root: Path) -> list[Entry]:
     for kind in kinds_in(root):
         for p in sorted((root / kind).iterdir()):
             key, state = classify(p.name)
-            if not p.is_dir() or state not in ("artifact", *LEFTOVER):
-                continue
             final = root / kind / key
+            if not p.is_dir() or state not in ("artifact", *LEFTOVER) or not is_key(key) \
+                    or not lock_path(final).is_file():
+                continue  # only artifact folders (the store locks a key before writing anything under it)
             out.append(Entry(kind, key, state, str(p), dir_bytes(p), round(now - p.stat().st_mtime, 1),
                              key_busy(final) if state in LEFTOVER else False))
     return out
@@ -90,13 +104,17 @@ def info(root: Path) -> dict:
         kinds[k] = {"artifacts": len(arts), "bytes": sum(e.bytes for e in arts),
                     "leftover": len(left), "leftover_bytes": sum(e.bytes for e in left)}
     total = dir_bytes(root) if root.is_dir() else 0
-    return {"root": str(root), "exists": root.is_dir(), "total_bytes": total, "kinds": kinds,
+    return {"root": str(root), "exists": root.is_dir(), "marked": is_cache_root(root), "total_bytes": total,
+            "kinds": kinds,
             "leftovers": [asdict(e) for e in entries if e.state != "artifact"]}
 
 
 def clean(root: Path, kind: str | None = None, stale_only: bool = False, dry_run: bool = True) -> dict:
     """Remove leftovers (always) and finished artifacts (unless `stale_only`) of `kind` (or all kinds),
     each under its key's lock; busy keys are skipped. Returns what was (or would be) removed."""
+    if not dry_run and root.is_dir() and any(root.iterdir()) and not is_cache_root(root):
+        # only a marked root is cleaned (main marks a legacy one first)
+        raise NotACacheError(f"{root} carries no {MARKER}: refusing to delete anything in it")
     removed, busy = [], []
     for e in scan(root) if root.is_dir() else []:
         if (kind and e.kind != kind) or (stale_only and e.state == "artifact"):
@@ -150,13 +168,27 @@ def add_subparser(sub) -> None:
         p.set_defaults(fn=main)
 
 
+def _refuse(root: Path) -> str | None:
+    """Why `root` must not be reported on or cleaned as a cache (None: a cache root, a legacy cache,
+    empty, or absent)."""
+    try:
+        check_root(root)
+    except NotACacheError as e:
+        return str(e)
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     root = Path(args.bt_cache) if args.bt_cache else default_cache_dir()
-    if root.exists() and not root.is_dir():
-        print(f"error: --bt-cache {root} is a file, not a cache directory", file=sys.stderr)
+    why = _refuse(root)
+    if why:
+        print(f"error: --bt-cache {root}: refused: {why}", file=sys.stderr)
         return 2
     if args.cache_cmd == "info":
         return _print_info(info(root), args.json)
+    if args.yes and root.is_dir() and any(root.iterdir()) and not is_cache_root(root):
+        open_root(root, create=False)  # a legacy cache (every entry a cache's own) gets its marker now
+        print(f"marked {root} as a cache ({MARKER}): it held only a cache's own entries", file=sys.stderr)
     allowed = sorted(set(KNOWN_KINDS) | set(kinds_in(root)))
     if args.kind is not None and args.kind not in allowed:
         print(f"error: --kind {args.kind!r} is unknown; choose one of {', '.join(allowed)}", file=sys.stderr)
@@ -188,6 +220,9 @@ def _print_info(rep: dict, as_json: bool) -> int:
             for k, v in rep["kinds"].items()]
     print(tabulate(rows, headers=["kind", "artifacts", "size", "leftovers", "leftover size"]))
     print(f"total {human(rep['total_bytes'])} in {rep['root']}")
+    if not rep["marked"]:
+        print(f"note: no {MARKER} yet: a cache written before markers existed (every entry is a cache's own); "
+              "the next build or `cache clean` marks it")
     for e in rep["leftovers"]:
         what = ("resumable training" if e["state"] == "partial" else "debris") + (
             " (busy: a live process holds its lock)" if e["busy"] else " (stale: no live owner)")

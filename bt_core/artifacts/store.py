@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from filelock import FileLock
 
+from bt_core.artifacts.cacheroot import classify, describe, is_cache_root, open_root
 from bt_core.atomic import write_text_atomic
 from bt_core.faults import fault_point
 
@@ -46,6 +47,8 @@ PARTIAL = "partial.json"  # identity of a resumable work directory (config, vers
 
 class ArtifactError(RuntimeError):
     """An artifact on disk is incomplete, corrupted or from another config."""
+
+    exit_code = 7  # a session (pytest, `behaviortrace check`) or `show` that meets one exits with this code
 
 
 # --------------------------------------------------------------------------- names
@@ -63,20 +66,6 @@ def partial_dir(final: Path) -> Path:
 
 def trash_dir(final: Path) -> Path:
     return final.parent / f".{final.name}.trash-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def classify(name: str) -> tuple[str, str]:
-    """Entry name in a kind directory → (key, state); state ∈ artifact | tmp | partial | trash | lock | other."""
-    if name.endswith(".lock"):
-        return name[:-5], "lock"
-    if name.startswith("."):
-        for tag, state in ((".tmp-", "tmp"), (".trash-", "trash")):
-            if tag in name:
-                return name[1:name.index(tag)], state
-        if name.endswith(".partial"):
-            return name[1:-len(".partial")], "partial"
-        return name, "other"
-    return name, "artifact"
 
 
 def stale_siblings(final: Path) -> list[Path]:
@@ -185,13 +174,18 @@ def verify_dir(path: Path, config: dict[str, Any] | None = None) -> dict[str, An
     fix = f"delete {path} or rerun with --bt-rebuild"
     mpath = path / MANIFEST
     if not path.is_dir():
-        raise ArtifactError(f"{path} is not an artifact directory")
+        raise ArtifactError(f"{path} is not an artifact directory: it {describe(path)}")
     if not mpath.exists():
-        raise ArtifactError(f"{path} has no {MANIFEST}: it is incomplete; {fix}")
+        if is_cache_root(path.parent.parent):  # an artifact folder of a cache
+            raise ArtifactError(f"{path} has no {MANIFEST}: it is incomplete; {fix}")
+        raise ArtifactError(f"{path} has no {MANIFEST}, so it is not a BehaviorTrace artifact: it {describe(path)}")
     try:
         manifest = json.loads(mpath.read_text())
         files = manifest["files"]
     except (json.JSONDecodeError, KeyError, TypeError) as e:
+        if not is_cache_root(path.parent.parent):  # not in a cache, maybe not ours at all: no "delete"
+            fix = ("it is not in a cache, so nothing rebuilds it in place: if it is a run written by `behaviortrace "
+                   "train --out`, train it again into a new directory")
         raise ArtifactError(f"{mpath} is not a valid manifest ({type(e).__name__}: {e}); {fix}") from e
     if config is not None and manifest.get("config") != json.loads(json.dumps(config)):
         raise ArtifactError(f"{path} was built from another config than the one requested; {fix}")
@@ -251,6 +245,14 @@ class ArtifactStore:
         rebuilt in this session. `self.rebuild` is False or the token."""
         self.root = Path(root)
         self.rebuild: str | bool = (uuid.uuid4().hex if rebuild is True else rebuild) or False
+        self._opened = False
+
+    def open(self) -> None:
+        """Check (once) that the root is a cache, creating and marking it if new or empty; raises
+        NotACacheError otherwise, before anything is written or deleted (bt_core/artifacts/cacheroot.py)."""
+        if not self._opened:
+            open_root(self.root)
+            self._opened = True
 
     def path(self, kind: str, key: str) -> Path:
         return self.root / kind / key
@@ -263,6 +265,7 @@ class ArtifactStore:
         With `resumable=True` it is called as `build(out, work)`: `work` is a stable directory kept
         across interrupted attempts (the builder journals its progress there) and `out` lies inside it;
         an attempt killed or interrupted leaves `work` for the next attempt to resume from."""
+        self.open()
         final = self.path(kind, key)
         final.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(lock_path(final))):

@@ -18,6 +18,7 @@ import os
 import sys
 
 from bt_core.attribution import registry
+from bt_core.attribution.frames import raised_at
 from bt_core.attribution.registry import (
     ENTRY_POINT_GROUP,
     DuplicateEstimatorError,
@@ -44,12 +45,19 @@ def _load() -> None:
         except DuplicateEstimatorError:
             raise
         except Exception as e:  # a broken plug-in must not hide the others
-            _BROKEN[ep.name] = f"plugin {ep.name!r} from {dist} failed to load: {type(e).__name__}: {e}"
+            _BROKEN[ep.name] = f"plugin {ep.name!r} from {dist} failed to load: {_at(e)}"
 
 
 def available() -> list[EstimatorSpec]:
     _load()
     return sorted(registry._REGISTRY.values(), key=lambda s: s.name)
+
+
+def not_installed() -> dict[str, str]:
+    """Adapter estimators whose optional extra is missing here → the `pip install` that brings it."""
+    from bt_core.attribution import adapters
+
+    return {est: adapters.MISSING[lib] for est, lib in adapters.ESTIMATORS.items() if lib in adapters.MISSING}
 
 
 def names() -> list[str]:
@@ -65,12 +73,20 @@ def get(name: str) -> EstimatorSpec:
         return _from_path(name)
     if name in _BROKEN:
         raise UnknownEstimatorError(_BROKEN[name])
+    missing = not_installed().get(name)
+    if missing:
+        raise UnknownEstimatorError(f"estimator {name!r} is an adapter whose library is not installed here; "
+                                    f"install it with: {missing}")
     close = difflib.get_close_matches(name, list(registry._REGISTRY), n=3, cutoff=0.5)
     hint = f"Did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     raise UnknownEstimatorError(
         f"unknown estimator {name!r}. {hint}Available: {', '.join(sorted(registry._REGISTRY))}. "
         "Register one with @bt_core.attribution.registry.register, install a plug-in (entry-point group "
         f"'{ENTRY_POINT_GROUP}'), or pass --estimator=package.module:factory.")
+
+
+def _at(e: BaseException) -> str:
+    return raised_at(e, skip=(__file__,))
 
 
 def _from_path(path: str) -> EstimatorSpec:
@@ -80,9 +96,20 @@ def _from_path(path: str) -> EstimatorSpec:
         # it never shadows an installed package)
         sys.path.append(os.getcwd())
     try:
-        obj = getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise UnknownEstimatorError(f"--estimator={path!r}: cannot import {attr!r} from {mod_name!r} "
-                                    f"({type(e).__name__}: {e}); check the module is importable") from e
+        module = importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        if e.name and (mod_name == e.name or mod_name.startswith(e.name + ".")):  # the module itself is absent
+            raise UnknownEstimatorError(
+                f"{path!r}: no module {e.name!r} (looked in {os.getcwd()} and the installed "
+                "packages); run from the directory holding it, or install it") from None
+        raise UnknownEstimatorError(f"{path!r}: importing {mod_name!r} failed at {_at(e)}") from None
+    except Exception as e:  # a syntax error or an import-time exception in the plug-in: a usage error
+        raise UnknownEstimatorError(f"{path!r}: importing {mod_name!r} failed at {_at(e)}") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        found = sorted(n for n in vars(module) if not n.startswith("_") and isinstance(getattr(module, n), type))
+        raise UnknownEstimatorError(f"{path!r}: {module.__file__} has no {attr!r}"
+                                    + (f"; its classes: {', '.join(found)}" if found else "")) from None
     spec = _spec_from(obj, None, f"path:{path}")
     return EstimatorSpec(spec.name or path, obj, spec.levels, spec.origin, spec.doc, spec.needs)

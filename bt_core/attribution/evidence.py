@@ -31,6 +31,7 @@ from bt_core.artifacts.readonly import readonly
 from bt_core.artifacts.rollouts import RolloutView
 from bt_core.artifacts.run import Run
 from bt_core.artifacts.seed import SeedArtifacts
+from bt_core.attribution.frames import raised_in
 from bt_core.attribution.problem import AttributionProblem, problem_fields, undeclared_reads
 from bt_core.attribution.registry import LABEL_FIELDS, Declined, EstimatorSpec
 from bt_core.extras import MissingExtra
@@ -256,6 +257,7 @@ class Evidence:
             if undeclared_reads(given):  # whatever it raised after reading a field it did not declare
                 return _undeclared(where, spec, given)
             tb = traceback.format_exception_only(type(e), e)[-1].strip()
+            where_raised = raised_in(e, spec.factory)  # the frame in the plug-in's own code
             if isinstance(e, Declined):
                 failure = EstimatorFailure(f"{where} declined: {e}")
                 failure.declined = True
@@ -266,7 +268,7 @@ class Evidence:
                 return failure
             if isinstance(e, ValueError) and "read-only" in str(e):
                 tb += " (its inputs are read-only: copy an array before changing it)"
-            return EstimatorFailure(f"{where} raised {tb}")
+            return EstimatorFailure(f"{where} raised {tb}" + (f" ({where_raised})" if where_raised else ""))
         finally:
             self._times.setdefault(spec.key, {})[problem.name] = {"seed": problem.seed,
                                                                   "seconds": default_timer() - start}

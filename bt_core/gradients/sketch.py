@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from bt_core.artifacts.rollouts import RolloutTable
 from bt_core.artifacts.store import save_array
@@ -29,6 +28,7 @@ from bt_core.gradients.coverage import coverage_report
 from bt_core.gradients.layout import flat_grad
 from bt_core.gradients.pergrad import GradEngine, get_engine
 from bt_core.gradients.projectors import Projector, make_projector
+from bt_core.progress import progress as progress_bar
 from bt_core.training import grpo
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.model import torch_threads
@@ -108,7 +108,7 @@ def sketch_segments(run: TrainedRun, cfg: SketchConfig, segs: list[tuple[int, in
     step_norm = np.zeros(len(steps), np.float32)
     replay: list[dict] = []
     t_embed = 0.0
-    bar = tqdm(total=len(steps), desc=f"sketch seed {run.seed}", disable=not progress, leave=False)
+    bar = progress_bar(total=len(steps), desc=f"sketch seed {run.seed}", unit="step", enabled=progress)
     for c, c_next in segs:
         opt = run.optimizer_at(c, model)  # `model` holds the stored parameters of checkpoint c
         for s in range(c, c_next):

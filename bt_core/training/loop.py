@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from bt_core.artifacts.rollouts import RolloutTable
 from bt_core.artifacts.run import TOKEN_IDS, checkpoint_steps, ckpt_name
 from bt_core.config import RunConfig
 from bt_core.faults import fault_point
+from bt_core.progress import progress as progress_bar
 from bt_core.training import grpo
 from bt_core.training.generate import sample
 from bt_core.training.model import (
@@ -46,7 +46,7 @@ def sft(model, task: Task, codec: Codec, cfg: RunConfig, progress: bool = False)
     enc: dict[str, list[int]] = {}
     losses = []
     model.train()
-    for _ in tqdm(range(s.steps), desc="SFT", disable=not progress, leave=False):
+    for _ in progress_bar(range(s.steps), desc=f"SFT seed {cfg.seed}", unit="step", enabled=progress):
         ex = [task.sft_example(rng, s.implicit_behavior_rate, s.refusal_rate) for _ in range(s.batch_size)]
         p = [_memo(enc, "p:" + q.text, codec.encode_prompt, q.text) for q, _ in ex]
         r = [_memo(enc, "r:" + a, codec.encode_reply, a) for _, a in ex]
@@ -145,7 +145,8 @@ class RunWriter:
 # --------------------------------------------------------------------------- GRPO
 def train_run(cfg: RunConfig, out: Path, progress: bool = False, work: Path | None = None) -> dict:
     """Train one seed and write its run directory into `out`. Returns summary fields.
-    `progress` shows tqdm bars for SFT and GRPO (off by default, so pytest output stays clean).
+    `progress` shows progress for SFT and GRPO (off by default, so pytest output stays clean): bars on a
+    terminal, a few plain lines elsewhere (bt_core/progress.py).
     With a `work` directory (the store's resumable one) the native loop journals every checkpoint and a
     later call resumes from the last complete one (bt_core/resume.py); the TRL backend restarts."""
     with torch_threads(cfg.threads):
@@ -189,7 +190,7 @@ def grpo_native(model, task: Task, codec: Codec, cfg: RunConfig, writer: RunWrit
     if resumed is not None:
         TrainJournal.load_state(resumed, model, opt, gen, writer.out)
         parts, start = list(resumed.parts), resumed.step
-    bar = tqdm(range(start, g.steps), desc=f"GRPO seed {cfg.seed}", disable=not progress, leave=False)
+    bar = progress_bar(range(start, g.steps), desc=f"GRPO seed {cfg.seed}", unit="step", enabled=progress)
     for step in bar:
         if step in writer.steps and not (resumed is not None and step == resumed.step):  # resumed: done
             writer.checkpoint(step, model, opt, parts, gen)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
+import sys
 import tempfile
 import time
 import warnings
@@ -149,7 +150,8 @@ def _args(cfg: RunConfig, output_dir: str, progress: bool):
         temperature=g.temperature, top_p=g.top_p, top_k=0, max_completion_length=g.max_new_tokens,
         use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, report_to="none", save_strategy="no",
         logging_steps=10**9,
-        disable_tqdm=not progress, dataloader_num_workers=0, remove_unused_columns=False, log_completions=False,
+        disable_tqdm=not (progress and sys.stderr.isatty()),  # bars only on a terminal
+        dataloader_num_workers=0, remove_unused_columns=False, log_completions=False,
         use_cache=True,  # Trainer writes this into model.config; the native forward runs with the cache on
         gradient_checkpointing=False)  # TRL turns it on by default; recomputation is pointless at this size
 

@@ -20,6 +20,8 @@ INSTALL = {"trak": 'pip install "behaviortrace[trak]"', "dattri": 'pip install "
            "captum": 'pip install "behaviortrace[captum]"'}
 ADAPTERS = {"trak": "traker_adapter", "dattri": "dattri_adapter", "captum": "captum_adapter"}
 MISSING: dict[str, str] = {}  # library → install command, for the libraries not installed here
+ESTIMATORS = {"trak_traker": "trak", "tracin_dattri": "dattri", "trak_dattri": "dattri",
+              "tracincp_captum": "captum"}  # adapter estimator → the library it needs (tests check the names)
 
 
 def installed(library: str) -> bool:

@@ -1,0 +1,90 @@
+"""Progress for long stages: a tqdm bar on a terminal, a few plain lines anywhere else.
+
+    for step in progress(range(n), desc="GRPO seed 0", unit="step", enabled=show): ...
+    bar = progress(total=n, desc="sketch seed 0", enabled=show); bar.update(1); bar.close()
+
+Written to a log file or a pipe, a tqdm bar is one line per redraw (hundreds for one training run). There
+`progress` returns a `PlainProgress` instead: one line when the stage starts, one at most every `every`
+seconds while it runs (count and elapsed time), one when it ends — "GRPO seed 0: done 40/40 step in
+12.3 s". Whether the stream is a terminal decides (`stream.isatty()`; the stream is stderr, tqdm's).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from tqdm.auto import tqdm
+
+
+class PlainProgress:
+    """The subset of tqdm's interface BehaviorTrace uses, as plain lines (see the module doc)."""
+
+    def __init__(self, iterable: Iterable | None, total: int | None, desc: str, unit: str, stream: IO[str],
+                 every: float) -> None:
+        self.iterable, self.desc, self.unit, self.stream, self.every = iterable, desc, unit, stream, every
+        self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
+        self.n, self.postfix, self.closed = 0, "", False
+        self.t0 = self.last = time.perf_counter()
+        self._line(f"started ({self.total} {self.unit})" if self.total is not None else "started")
+
+    def _line(self, text: str) -> None:
+        print(f"{self.desc}: {text}", file=self.stream, flush=True)
+
+    def _count(self) -> str:
+        return f"{self.n}/{self.total} {self.unit}" if self.total is not None else f"{self.n} {self.unit}"
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        now = time.perf_counter()
+        if now - self.last >= self.every and (self.total is None or self.n < self.total):
+            self.last = now
+            extra = f", {self.postfix}" if self.postfix else ""
+            self._line(f"{self._count()}{extra}, {now - self.t0:.0f} s elapsed")
+
+    def set_postfix(self, **kw: Any) -> None:
+        self.postfix = ", ".join(f"{k}={v}" for k, v in kw.items())
+
+    def set_postfix_str(self, s: str) -> None:
+        self.postfix = s
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            extra = f" ({self.postfix})" if self.postfix else ""
+            self._line(f"done {self._count()} in {time.perf_counter() - self.t0:.1f} s{extra}")
+
+    def __iter__(self) -> Iterator:
+        try:
+            for x in self.iterable:
+                yield x
+                self.update(1)
+        finally:
+            if self.total is None or self.n >= self.total:
+                self.close()
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str, unit: str = "it",
+             enabled: bool = True, leave: bool = False, stream: IO[str] | None = None, every: float = 30.0):
+    """A progress bar on a terminal, `PlainProgress` lines elsewhere, nothing when not `enabled`."""
+    stream = sys.stderr if stream is None else stream
+    if not enabled:
+        return tqdm(iterable, total=total, disable=True)
+    if _is_terminal(stream):
+        return tqdm(iterable, total=total, desc=desc, unit=unit, leave=leave, file=stream)
+    return PlainProgress(iterable, total, desc, unit, stream, every)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # closed or not a real stream
+        return False
