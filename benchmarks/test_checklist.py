@@ -16,8 +16,10 @@ def _check(verdict, scorecard, label, selective=None, spec=None):
         pytest.skip(f"{label}: {ADAPTER_SKIP}: {missing}")
     scorecard.add(verdict)
     if verdict.status != "pass":
+        # a setup gate's failure in one line: what it held back is the terminal summary's red SETUP FAILED line
+        why = getattr(verdict, "short", "") or verdict.reason
         if selective:  # reported (scorecard: fail; terminal: XFAIL); the exit code follows the items it gates
-            pytest.xfail(f"[{verdict.status}, {selective}] {label}: {verdict.reason}")
+            pytest.xfail(f"SETUP FAILED [{verdict.status}, {selective}] {label}: {why}")
         pytest.fail(f"[{verdict.status}] {label}: {verdict.reason}", pytrace=False)
 
 
