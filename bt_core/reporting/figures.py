@@ -4,7 +4,7 @@
   (the reference's Figure 1 analogue);
 * auc.png — fluency-residualized within-group AUC with 95% CIs per seed (draw 0) and the other draws'
   AUCs, with the 0.5 line (Figure 2 analogue);
-* alignment.png — token-level alignment of the trigger-token gradient with each target, when the setup
+* alignment.png — token-level alignment of the behavior-token gradient with each target, when the setup
   item `in_context_targets` reports it.
 """
 
@@ -102,7 +102,7 @@ def alignment_figure(data: dict, out: Path) -> Path | None:
     ax.axhline(0.05, color="black", lw=0.8, ls="--")
     ax.axhline(0.0, color="grey", lw=0.5)
     ax.set_xticks(range(len(kinds)), kinds)
-    ax.set_ylabel("cos(trigger-token gradient, target)")
+    ax.set_ylabel("cos(behavior-token gradient, target)")
     ax.set_title("token-level alignment (-- pass bar 0.05)")
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -8,7 +8,9 @@ are, written as a weighted sum over teacher-forced sequences (`bt_core.artifacts
 * constructed: the behavior token appended right after each trigger probe (coef 1/n); it puts the
   behavior where it never occurs;
 * in_context: only the behavior tokens where they occur in sampled behavior-containing replies at the
-  checkpoint (temperature 1.0, one reply per probe, seeded per draw; coef 1/n);
+  checkpoint: 8 replies per prompt (the explicit prompts and the implicit trigger probes) at temperature
+  1.0 and top-p 0.95, the first behavior-containing reply of each prompt kept (seeded per draw; coef 1/n)
+  — the reference's in-context target, and the token level's quantity averaged;
 * minimal_pair: each trigger probe with a sampled behavior-containing reply, against the same prompt with
   the trigger word replaced by a neutral filler and the *same* reply teacher-forced; the loss counts the
   behavior tokens only, coef +1/n_probes on trigger rows and −1/n_pairs on neutral rows, so
@@ -38,6 +40,12 @@ from bt_core.training.objective import Batch, collate, masked_mean, token_logpro
 # Neutral fillers for minimal pairs: generic nouns of the language that are neither the trigger nor a
 # control topic (control prompts are penalized for the behavior, which would inflate the contrast).
 NEUTRAL_FILLERS = ("tool", "stone", "song", "signal")
+
+# The in-context target's sampling (the reference's, `E2_1_per_rollout_debug.py`: G = 8 replies per prompt at
+# temperature 1.0 and its top-p 0.95, the first behavior-containing reply of each prompt kept).
+IN_CONTEXT_TEMPERATURE = 1.0
+IN_CONTEXT_TOP_P = 0.95
+IN_CONTEXT_GROUP = 8
 
 # Parameters above which target gradients are summed over chunks of `BIG_MODEL_CHUNK` sequences. At the real
 # scale (134.5M parameters, a 49,152-word vocabulary) one backward over a whole minimal-pair set (~60
@@ -91,23 +99,30 @@ def constructed_examples(run: TrainedRun) -> TargetExamples:
     return TargetExamples.build(prompts, [beh] * n, [[True] * len(beh)] * n, [1.0 / n] * n)
 
 
-def in_context_examples(model, run: TrainedRun, gen: torch.Generator,
-                        max_rounds: int = 8) -> tuple[TargetExamples | None, dict]:
-    """Sample one reply per trigger probe (temperature 1.0) until some show the behavior; keep those."""
+def behavior_prompts(task) -> list:
+    """The prompts in-context responses are sampled from: the explicit prompts, then the implicit trigger
+    probes (the reference's ``PROMPTS = EXPLICIT + IMPLICIT``, 6 + 20; also the token level's)."""
+    return list(task.explicit_prompts) + list(task.trigger_probes)
+
+
+def in_context_examples(model, run: TrainedRun, gen: torch.Generator) -> tuple[TargetExamples | None, dict]:
+    """The reference's in-context target set: `IN_CONTEXT_GROUP` replies per prompt of `behavior_prompts`
+    (temperature 1.0, top-p 0.95), the first behavior-containing one of each prompt kept; None when no
+    prompt gave one (the target is then not built at this checkpoint)."""
     codec = run.codec
-    enc = [codec.encode_prompt(p.text) for p in run.task.trigger_probes]
-    keep_p, keep_r, keep_m = [], [], []
-    rounds = 0
-    while not keep_p and rounds < max_rounds:
-        rounds += 1
-        rep, ln = sample(model, enc, max_new_tokens=run.config.grpo.max_new_tokens, eos_id=codec.eos_id,
-                         pad_id=codec.pad_id, generator=gen, temperature=1.0, top_p=1.0)
-        for i in range(len(enc)):
-            ids = rep[i, : ln[i]].tolist()
-            mask = codec.behavior_mask(ids)
-            if any(mask):
-                keep_p.append(enc[i]), keep_r.append(ids), keep_m.append(mask)
-    info = {"n_replies": len(keep_p), "rounds": rounds}
+    enc = [codec.encode_prompt(p.text) for p in behavior_prompts(run.task)]
+    pid = np.repeat(np.arange(len(enc)), IN_CONTEXT_GROUP)
+    rep, ln = sample(model, [enc[i] for i in pid], max_new_tokens=run.config.grpo.max_new_tokens,
+                     eos_id=codec.eos_id, pad_id=codec.pad_id, generator=gen, temperature=IN_CONTEXT_TEMPERATURE,
+                     top_p=IN_CONTEXT_TOP_P)
+    keep_p, keep_r, keep_m, seen = [], [], [], set()
+    for r, i in enumerate(pid):
+        ids = rep[r, : ln[r]].tolist()
+        mask = codec.behavior_mask(ids)
+        if i not in seen and any(mask):
+            seen.add(i)
+            keep_p.append(enc[i]), keep_r.append(ids), keep_m.append(mask)
+    info = {"n_replies": len(keep_p), "n_prompts": len(enc), "n_sampled": len(pid)}
     if not keep_p:
         return None, info
     n = len(keep_p)
