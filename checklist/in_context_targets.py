@@ -10,6 +10,14 @@ Rule, on every seed and every generation draw, at the draw's analysis checkpoint
 with the in-context target (the same quantity averaged over one behavior response per prompt sampled at
 temperature 1.0): CI lower bound > 0.05 (the reference's bar; it saw +0.230, +0.114, +0.295).
 
+Grain: every (seed, draw) — the item passes only when the bar holds on every draw of every seed; one
+failing target set fails it. Why not "per seed, with a minimum number of valid seeds": every estimator item
+pools its evidence over all seeds and draws (the stream problem uses draw 0's targets, each draw problem its
+own draw's), and nothing drops an invalid seed from that pool. A minimum-count gate would therefore vouch for
+verdicts partly computed on targets measured not to carry the behavior. The reference's bar, too, was met on
+every seed it reported (3 of 3). A per-seed gate becomes right only together with items that judge on the
+valid seeds alone; until then the strict grain is the honest one.
+
 It gates what it can vouch for (`gates="targets"`): when it fails, the items of every estimator that reads
 targets report invalid-setup — the targets may not carry the behavior, so neither a pass nor a fail of a
 targeted method means what it says — with the item's own figures and status kept in the record.
