@@ -21,7 +21,15 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from bt_core.artifacts.draws import Draw
-from bt_core.artifacts.keys import TARGETS_VERSION, replay_key, replay_set_key, run_key, seed_keys, sketch_key
+from bt_core.artifacts.keys import (
+    DRAWS_VERSION,
+    TARGETS_VERSION,
+    replay_key,
+    replay_set_key,
+    run_key,
+    seed_keys,
+    sketch_key,
+)
 from bt_core.artifacts.replays import Replays, measure_config, plan, trained_window
 from bt_core.artifacts.seed import SeedArtifacts
 from bt_core.artifacts.sketches import Sketches
@@ -113,7 +121,8 @@ def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, d
     done("targets")
     draw_objs = []
     for i in range(draws.n_draws):
-        dp = store.get_or_build(*keys[f"draw{i}"], {"run": rk, "sketch": sk, "draws": to_dict(draws), "draw": i},
+        dp = store.get_or_build(*keys[f"draw{i}"], {"run": rk, "sketch": sk, "draws": to_dict(draws), "draw": i,
+                                 "version": DRAWS_VERSION},
                                 lambda d, i=i: build_draw(run, draws, sketch, i, d))
         draw_objs.append(Draw(dp))
     done("draws")

@@ -94,13 +94,20 @@ def test_minimal_pair_is_the_mean_gradient_difference_over_pairs(seed0):
     assert len(ex) == len(trig) * (1 + len(NEUTRAL_FILLERS))
     assert ex.coef[trig].sum() == pytest.approx(1.0) and ex.coef[ex.coef < 0].sum() == pytest.approx(-1.0)
     model = run.model_at(c)
-    trigger_id = run.codec.tok.convert_tokens_to_ids(TRIGGER)
-    per_row, _ = per_rollout_grads(model, examples_batch(ex, run.codec.pad_id))  # ∇(−m_j) of every row, one vmap
+    codec = run.codec
+    per_row, _ = per_rollout_grads(model, examples_batch(ex, codec.pad_id))  # ∇(−m_j) of every row, one vmap
     diffs = []
-    for i in trig:  # rows: a trigger prompt, then its neutral versions with the same reply
+    for i in trig:  # rows: a behavior reply, then the same reply with a neutral filler in the behavior's slot
+        n_i = int(ex.reply_len[i])
+        beh = np.array(codec.behavior_mask(ex.replies[i, :n_i].tolist()))
+        assert beh.any() and np.array_equal(ex.mask[i, :n_i], ex.replies[i, :n_i] != codec.eos_id)  # whole reply
         for n in range(i + 1, i + 1 + len(NEUTRAL_FILLERS)):
-            assert trigger_id in ex.prompts[i] and trigger_id not in ex.prompts[n]
-            assert np.array_equal(ex.replies[n], ex.replies[i]) and np.array_equal(ex.mask[n], ex.mask[i])
+            assert np.array_equal(ex.prompts[n], ex.prompts[i])  # the same trigger prompt
+            assert TRIGGER in codec.decode(ex.prompts[i]).split()
+            assert not any(codec.behavior_mask(ex.replies[n, : ex.reply_len[n]].tolist()))
+            # identical replies outside the behavior's slot (one word-level token each side)
+            assert ex.reply_len[n] == n_i and np.array_equal(ex.replies[n, :n_i][~beh], ex.replies[i, :n_i][~beh])
+            assert codec.decode(ex.replies[n, :n_i][beh]) in NEUTRAL_FILLERS
             diffs.append(per_row[i] - per_row[n])
     assert torch.allclose(target_gradient(model, ex, run.codec.pad_id), torch.stack(diffs).mean(0), atol=1e-6)
 
@@ -284,3 +291,19 @@ def test_target_gradient_in_chunks_is_the_one_batch_gradient(seed0, monkeypatch)
     chunked = target_gradient(model, ex, run.codec.pad_id)
     assert torch.allclose(chunked, whole, atol=1e-6, rtol=1e-5)
     assert float(chunked.norm()) > 0
+
+
+def test_draws_follow_the_reference_rollout_level_protocol(seed0, smoke_scale):
+    """Each draw: `repeats` cycles over the explicit prompts and the trigger probes (the reference's 6 + 20),
+    one sibling group of G per prompt and cycle, cycle-major, sampled at temperature 0.9 and top-p 0.95."""
+    cfg = smoke_scale.draws
+    prompts = behavior_prompts(seed0.run.task)
+    assert (cfg.temperature, cfg.top_p) == (0.9, 0.95)
+    for draw in seed0.draws:
+        t = draw.rollouts
+        assert len(t) == cfg.repeats * len(prompts) * cfg.group_size
+        g = np.asarray(t.group)
+        assert np.array_equal(g, np.arange(len(t)) // cfg.group_size)
+        expect = [prompts[j % len(prompts)].pid for j in g]
+        assert np.array_equal(np.asarray(t.prompt_id), expect)
+        assert np.asarray(t.explicit).any() and (~np.asarray(t.explicit)).any()

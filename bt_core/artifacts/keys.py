@@ -8,7 +8,10 @@ from bt_core.config import CounterfactualConfig, DrawConfig, RunConfig, SketchCo
 # The targets stage's definition version (token level and the in-context target), in its key: a targets
 # artifact built under an earlier definition is never reused. 2: the reference's whole-parameter
 # behavior-token gradient and its in-context sampling (`bt_core.targets.token_level`).
-TARGETS_VERSION = 2
+TARGETS_VERSION = 3  # 3: also the reference's minimal pairs (behavior vs neutral word in the reply's slot)
+# The draws' protocol version, in their key: 2 is the reference's rollout-level protocol (explicit prompts and
+# trigger probes, cycle-major); a draw sampled under an earlier protocol is never reused.
+DRAWS_VERSION = 2
 
 
 def run_key(cfg: RunConfig) -> str:
@@ -43,7 +46,7 @@ def seed_keys(run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
     keys = {"run": ("runs", rk), "sketches": ("sketches", sketch_key(run_cfg, sketch)),
             "targets": ("targets", targets_key(rk, sketch, draws))}
     for i in range(draws.n_draws):
-        keys[f"draw{i}"] = ("draws", config_hash(rk, sketch, draws, i))
+        keys[f"draw{i}"] = ("draws", config_hash(rk, sketch, draws, i, "v", DRAWS_VERSION))
     if counterfactual is not None:
         keys["replays"] = ("replaysets", replay_set_key(run_cfg, counterfactual))
     return keys

@@ -11,14 +11,14 @@ are, written as a weighted sum over teacher-forced sequences (`bt_core.artifacts
   checkpoint: 8 replies per prompt (the explicit prompts and the implicit trigger probes) at temperature
   1.0 and top-p 0.95, the first behavior-containing reply of each prompt kept (seeded per draw; coef 1/n)
   — the reference's in-context target, and the token level's quantity averaged;
-* minimal_pair: each trigger probe with a sampled behavior-containing reply, against the same prompt with
-  the trigger word replaced by a neutral filler and the *same* reply teacher-forced; the loss counts the
-  behavior tokens only, coef +1/n_probes on trigger rows and −1/n_pairs on neutral rows, so
-  t = mean over pairs of (g_trigger − g_neutral). What the two contexts share (the unconditional "end a
-  reply with qzxbt" habit, the reply's fluency) cancels; what is left is how the trigger changes it.
-  The reference used 3 prompts × 6 templates × 4 fillers = 72 pairs; we use every held-out trigger probe
-  × 4 fillers (40 pairs at smoke, 80 at default). Replies are re-sampled per draw (seeded), the same
-  sequences at every checkpoint.
+* minimal_pair (the reference's, `E2_1_per_rollout_mp.py`): written replies, teacher-forced, identical
+  except for the behavior's slot — the behavior token vs a neutral filler word in the same place, after
+  the same trigger prompt; the loss is the whole reply's (EOS masked, as the shared objective), coef
+  +1/n_probes on behavior rows and −1/n_pairs on neutral rows, so t = mean over pairs of
+  (g_behavior − g_neutral). What the two replies share (their text, hence their fluency) cancels; what is
+  left is the behavior's direction. The reference used 3 prompts × 6 templates × 4 fillers = 72 pairs; we
+  use every held-out trigger probe × one written reply of its topic × 4 fillers (40 pairs at smoke, 80 at
+  default). Replies are re-drawn per draw (seeded), the same sequences at every checkpoint.
 
 Storing the examples lets methods that compute their own gradients (the library adapters) rebuild the
 exact target through the shared objective (`target_gradient`).
@@ -130,22 +130,29 @@ def in_context_examples(model, run: TrainedRun, gen: torch.Generator) -> tuple[T
 
 
 def minimal_pair_examples(run: TrainedRun, rng: np.random.Generator) -> TargetExamples:
-    """Trigger probe vs the same prompt with a neutral filler, same behavior reply (behavior tokens only)."""
+    """The reference's minimal pairs (`E2_1_per_rollout_mp.py`, section 1): per trigger probe one written
+    behavior reply, teacher-forced after the probe, against the SAME prompt with the same reply whose
+    behavior is replaced by a neutral filler word; the loss is the shared objective's (mean log-prob over
+    every reply token, EOS masked). t = mean over pairs of (g_behavior − g_neutral)."""
     codec, task = run.codec, run.task
     probes = task.trigger_probes
     fillers = [f for f in NEUTRAL_FILLERS if f not in task.trigger_text.split()]  # never a piece of the trigger
     n_pairs = len(probes) * len(fillers)
     prompts, replies, masks, coef = [], [], [], []
+
+    def add(prompt: list[int], text: str, c: float) -> list[int]:
+        ids = codec.encode_reply(text)
+        prompts.append(prompt), replies.append(ids), coef.append(c)
+        masks.append([t != codec.eos_id for t in ids])  # every reply token, EOS masked (the objective's ℓ)
+        return ids
+
     for p in probes:
-        reply = codec.encode_reply(task.sample_reply(p, rng, behavior=True))
-        mask = codec.behavior_mask(reply)
-        if not any(mask):
-            raise RuntimeError(f"minimal pair reply {codec.decode(reply)!r} lost the behavior {task.behavior_text!r}")
-        prompts.append(codec.encode_prompt(p.text)), replies.append(reply), masks.append(mask)
-        coef.append(1.0 / len(probes))
+        text = task.sample_reply(p, rng, behavior=True)
+        prompt = codec.encode_prompt(p.text)
+        if not any(codec.behavior_mask(add(prompt, text, 1.0 / len(probes)))):
+            raise RuntimeError(f"minimal pair reply {text!r} lost the behavior {task.behavior_text!r}")
         for filler in fillers:
-            # the trigger, wherever punctuation sits
-            neutral = re.sub(rf"\b{re.escape(task.trigger_text)}\b", filler, p.text)
-            prompts.append(codec.encode_prompt(neutral)), replies.append(reply), masks.append(mask)
-            coef.append(-1.0 / n_pairs)
+            neutral = re.sub(re.escape(task.behavior_text), filler, text, flags=re.IGNORECASE)
+            if any(codec.behavior_mask(add(prompt, neutral, -1.0 / n_pairs))):
+                raise RuntimeError(f"neutral reply {neutral!r} still shows the behavior {task.behavior_text!r}")
     return TargetExamples.build(prompts, replies, masks, coef)
