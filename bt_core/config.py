@@ -289,7 +289,8 @@ def _smoke() -> Scale:
             grpo=GRPOConfig(steps=24, prompts_per_step=6, group_size=6, lr=1.5e-3, checkpoint_every=6),
         ),
         sketch=SketchConfig(k=2048),
-        draws=DrawConfig(n_draws=2, group_size=6),
+        # 3 draws (not 2): draw_variance's t interval over draws has 2 degrees of freedom, not 1 (t = 4.3, not 12.7)
+        draws=DrawConfig(n_draws=3, group_size=6),
         seeds=(0, 1, 2),
         # smaller M: smoke checks that both counterfactual items run end to end, not their power
         counterfactual=CounterfactualConfig(n_random=4, n_lds=24),

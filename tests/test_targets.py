@@ -49,7 +49,7 @@ def test_every_kind_at_every_checkpoint_and_draw(seed0, smoke_scale):
             assert vec[kind].shape == (len(tg.steps), smoke_scale.sketch.k)
         assert np.all(tg.norms_for_draw(d)["constructed"] > 0) and np.all(tg.norms_for_draw(d)["minimal_pair"] > 0)
     assert all(np.array_equal(tg.vectors[k], tg.for_draw(0)[k]) for k in TARGET_KINDS)  # stream = draw 0
-    with pytest.raises(IndexError, match="built for 2 draw"):
+    with pytest.raises(IndexError, match=f"built for {smoke_scale.draws.n_draws} draw"):
         tg.for_draw(tg.n_draws)
 
 
