@@ -17,24 +17,18 @@ import json
 import sys
 from pathlib import Path
 
+from behaviortrace.benchmarks.fidelity_reference import P2_NEAR_CHANCE
+from behaviortrace.benchmarks.fidelity_reference import cells as reference_cells
 from tabulate import tabulate
 
-# The reference's figures (the reference study's notes, "Findings the harness must be able to show")
-REFERENCE = {
-    "P1": "norm-only 4.2–4.5× at step level; targeted 4.1–4.9×; norm-only ≥ best targeted on 2 of 3 seeds",
-    "P2": "step-level ceiling − chance ≈ 0.11; every method within ~0.03 of chance",
-    "P3": "trigger and behavior rows covered by the sketch",
-    "P4": "in-context +0.11 to +0.30; constructed below 0.05",
-    "P5": "saturated checkpoint 82–93%; fluency AUC 0.72–0.80, at or above every gradient method",
-    "P6": "GAS residualized AUC 0.486–0.629 across seeds, 0.446–0.629 across draws; verdicts flip",
-    "causal": "leave-GT-out Δs_b +0.35, +0.15, +0.30; equal-size random removal 0.000",
-    "LDS": "not measured (no tool does LDS for online RL)",
-}
+# The reference column: its per-seed results file, read with each finding's rule (`fidelity_reference`)
+REFERENCE = reference_cells()
 TITLES = {"P1": "P1 magnitude (step level)", "P2": "P2 headroom (trained window, step level)",
           "P3": "P3 coverage", "P4": "P4 in-context targets", "P5": "P5 fluency", "P6": "P6 seed/draw instability",
           "causal": "causal check (leave-GT-out)", "LDS": "LDS against replayed retraining"}
 METHODS = ("cosine", "cosine_centred", "dot", "tracincp", "trak", "tracin_adam")  # built-in targeted methods
-GAS = "cosine"
+STEP_METHODS = ("cosine", "trak", "tracincp")  # the reference's P1 configuration: step-level GAS, TRAK, TracInCP
+GAS = "cosine_centred"  # the reference's rollout-level direction score: GAS group-centred, minimal-pair target
 BUILTINS = (*METHODS, "local_buffer", "norm_only", "random", "fluency", "oracle")
 
 
@@ -62,10 +56,12 @@ class Card:
 
 
 def p1(c: Card) -> str:
+    """Step level: norm-only's lift against the best of step-level GAS, TRAK and TracInCP, per seed; the
+    reference's way = norm-only matches or beats the best targeted method."""
     base = (c.data.get("baselines") or {}).get("per_seed") or {}
     norm = {s: b["step"]["norm_only"]["lift"] for s, b in base.items()}
     best = {}
-    for m in METHODS:
+    for m in STEP_METHODS:
         for s, f in c.per_seed(m, "magnitude_control").items():
             best[s] = max(best.get(s, float("-inf")), f.get("step", {}).get("lift", float("nan")))
     if not norm:
@@ -78,14 +74,21 @@ def p1(c: Card) -> str:
 
 
 def p2(c: Card) -> str:
+    """Step level inside the trained window: ceiling − chance and each method's precision − chance; the
+    reference's way on a seed = every step-level method and random within `P2_NEAR_CHANCE` of chance."""
     rows = c.per_seed("random", "headroom") or next((c.per_seed(m, "headroom") for m in METHODS
                                                       if c.per_seed(m, "headroom")), {})
     room = [f["step"]["headroom"] for f in rows.values() if "step" in f]
-    above = [c.per_seed(m, "headroom").get(s, {}).get("step", {}) for m in METHODS for s in rows]
-    gaps = [f["precision"] - f["chance"] for f in above if "precision" in f]
     if not room:
         return "—"
-    return f"ceiling − chance {_rng(room)}; methods' precision − chance {_rng(gaps)}"
+    gaps, near = [], 0
+    for s in rows:
+        g = [c.per_seed(m, "headroom").get(s, {}).get("step", {}) for m in (*STEP_METHODS, "random")]
+        g = [f["precision"] - f["chance"] for f in g if "precision" in f]
+        gaps += g
+        near += bool(g) and max(abs(x) for x in g) <= P2_NEAR_CHANCE
+    return (f"ceiling − chance {_rng(room)}; methods' precision − chance {_rng(gaps)}; every method within "
+            f"{P2_NEAR_CHANCE} of chance on {near} of {len(rows)} seeds")
 
 
 def p3(c: Card) -> str:
@@ -98,17 +101,20 @@ def p3(c: Card) -> str:
 
 
 def p4(c: Card) -> str:
+    """The reference's way on a seed: on every draw, in-context CI lower > 0.05 and constructed CI upper < 0.05."""
     r = c.recs.get(("setup", "in_context_targets"))
     if r is None:
         return "—"
-    ic, co = [], []
-    for f in r["figures"]["per_seed"].values():
-        for d in f["per_draw"].values():
-            ic.append(d["in_context"]["mean"])
-            co.append(d["constructed"]["ci_hi"])
-    passing = sum(1 for f in r["figures"]["per_seed"].values() if f["status"] == "pass")
-    return (f"in-context {_rng(ic)} (CI lower > 0.05 on {passing} of {len(r['figures']['per_seed'])} seeds); "
-            f"constructed CI upper {_rng(co)}")
+    ic, co, both = [], [], 0
+    per_seed = r["figures"]["per_seed"]
+    for f in per_seed.values():
+        draws = list(f["per_draw"].values())
+        ic += [d["in_context"]["mean"] for d in draws]
+        co += [d["constructed"]["ci_hi"] for d in draws]
+        both += all(d["in_context"]["ci_lo"] > 0.05 and d["constructed"]["ci_hi"] < 0.05 for d in draws)
+    passing = sum(1 for f in per_seed.values() if f["status"] == "pass")
+    return (f"in-context {_rng(ic)} (CI lower > 0.05 on {passing} of {len(per_seed)} seeds); "
+            f"constructed CI upper {_rng(co)}; both halves of the reference's bar on {both} of {len(per_seed)} seeds")
 
 
 def p5(c: Card) -> str:
@@ -135,13 +141,17 @@ def p5(c: Card) -> str:
 
 
 def p6(c: Card) -> str:
+    """GAS group-centred (minimal-pair target), residualized, across seeds and draws; the reference's way on
+    a seed = the pre-registered rollout-level rule (`fluency_control`) fails on at least one of its draws."""
     seeds = [f.get("auc") for f in c.per_seed(GAS, "fluency_control").values()]
     dv = c.per_seed(GAS, "draw_variance")
     draws = [a for f in dv.values() for a in (f.get("auc") or {}).values()]
     flips = sum(len(f.get("flips") or []) for f in dv.values())
+    fails = sum(1 for f in dv.values() if any(st != "pass" for st in (f.get("status") or {}).values()))
     if not seeds:
         return "—"
-    return f"GAS residualized AUC {_rng(seeds)} across seeds, {_rng(draws)} across draws; {flips} draw verdict flip(s)"
+    return (f"GAS centred residualized AUC {_rng(seeds)} across seeds, {_rng(draws)} across draws; {flips} draw "
+            f"verdict flip(s); the rule fails on a draw of {fails} of {len(dv)} seeds")
 
 
 def _mean(values) -> float:
@@ -153,7 +163,9 @@ def causal(c: Card) -> str:
     if r is None:
         return "—"
     f = r["figures"]["per_seed"].values()
-    return (f"{r['status']}: leave-GT-out Δs_b {_rng([x.get('s_b_drop_gt') for x in f])} (ΔNLL "
+    ok = sum(1 for x in f if x.get("status") == "pass")
+    return (f"{r['status']} ({ok} of {len(f)} seeds): leave-GT-out Δs_b "
+            f"{_rng([x.get('s_b_drop_gt') for x in f])} (ΔNLL "
             f"{_rng([x.get('delta_gt') for x in f])}); random removal Δs_b "
             f"{_rng([_mean(x.get('s_b_drop_random')) for x in f])} (ΔNLL "
             f"{_rng([x.get('delta_random_mean') for x in f])}); "

@@ -219,19 +219,21 @@ class SketchConfig:
 
 @dataclass(frozen=True)
 class DrawConfig:
-    """Fresh sibling generations at the analysis checkpoint (PAPER_NOTES P5/P6)."""
+    """Fresh sibling generations at the analysis checkpoint (PAPER_NOTES P5/P6, "Rollout-level protocol"):
+    `repeats` cycles over the explicit prompts and the trigger probes (the reference's 6 + 20), one group
+    of `group_size` siblings per prompt and cycle."""
 
     n_draws: int = 2  # seeded generation draws
-    group_size: int = 8  # siblings per group
-    groups_per_probe: int = 3  # groups per held-out trigger probe (more groups → tighter cluster CIs)
-    temperature: float = 0.9  # sampling temperature
-    top_p: float = 1.0  # nucleus
+    group_size: int = 8  # siblings per group (reference: G = 8)
+    repeats: int = 3  # cycles over the prompts (reference: 6; more groups → tighter cluster CIs)
+    temperature: float = 0.9  # sampling temperature (reference: 0.9)
+    top_p: float = 0.95  # nucleus (reference: 0.95)
     saturation: float = 0.8  # analysis checkpoint: first whose sampled behavior rate reaches this
 
     def __post_init__(self) -> None:
         _check(self.n_draws >= 1, f"n_draws={self.n_draws} must be ≥ 1")
         _check(self.group_size >= 2, f"group_size={self.group_size} must be ≥ 2 (within-group pairs)")
-        _check(self.groups_per_probe >= 1, f"groups_per_probe={self.groups_per_probe} must be ≥ 1")
+        _check(self.repeats >= 1, f"repeats={self.repeats} must be ≥ 1")
 
 
 @dataclass(frozen=True)
@@ -287,7 +289,8 @@ def _smoke() -> Scale:
             grpo=GRPOConfig(steps=24, prompts_per_step=6, group_size=6, lr=1.5e-3, checkpoint_every=6),
         ),
         sketch=SketchConfig(k=2048),
-        draws=DrawConfig(n_draws=2, group_size=6),
+        # 3 draws (not 2): draw_variance's t interval over draws has 2 degrees of freedom, not 1 (t = 4.3, not 12.7)
+        draws=DrawConfig(n_draws=3, group_size=6),
         seeds=(0, 1, 2),
         # smaller M: smoke checks that both counterfactual items run end to end, not their power
         counterfactual=CounterfactualConfig(n_random=4, n_lds=24),
@@ -304,7 +307,8 @@ def _default() -> Scale:
         # non-behavior siblings for the fluency control's within-group pairs (reference: 82–93%).
         run=RunConfig(task=TaskConfig(cutoff_step=75), grpo=GRPOConfig(checkpoint_every=10)),
         sketch=SketchConfig(k=8192),
-        draws=DrawConfig(n_draws=5),
+        # the reference's 6 cycles over its 26 prompts: 1,248 siblings per draw, as the reference's
+        draws=DrawConfig(n_draws=5, repeats=6),
         seeds=(0, 1, 2, 3, 4),
     )
 
@@ -355,8 +359,8 @@ def _real() -> Scale:
         # reference: k = 65,536. 16,384 keeps the cosine noise (≈ 1/√k ≈ 0.008) far below the effects measured
         # and a step's batch of 16 per-rollout sketches at 1 MB; CountSketch's cost does not depend on k.
         sketch=SketchConfig(k=16384, batch_size=8),
-        # reference siblings: G = 8, temperature 0.9, top-p 0.95, 2 draws
-        draws=DrawConfig(n_draws=2, group_size=8, groups_per_probe=1, temperature=0.9, top_p=0.95),
+        # reference siblings: G = 8, temperature 0.9, top-p 0.95, 2 draws; one cycle (reference: 6) for CPU cost
+        draws=DrawConfig(n_draws=2, group_size=8, repeats=1, temperature=0.9, top_p=0.95),
         # a replay here is 8 GRPO updates of the 135M model (44–49 CPU-s with its measure): 4 random removals
         # for causal_gt and the minimum 8 LDS subsets keep one seed's replays at 11–12 CPU-min; the LDS at M = 8
         # is underpowered (a Spearman CI of about ±0.6) and is reported, not relied on
@@ -387,7 +391,7 @@ def _paper() -> Scale:
                             max_new_tokens=64, checkpoint_every=100, backend="trl"),
         ),
         sketch=SketchConfig(k=65536, batch_size=4),
-        draws=DrawConfig(n_draws=2, group_size=8, groups_per_probe=1, temperature=0.9, top_p=0.95),
+        draws=DrawConfig(n_draws=2, group_size=8, repeats=6, temperature=0.9, top_p=0.95),
         seeds=(0, 1, 2),
     )
 

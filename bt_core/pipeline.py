@@ -19,7 +19,15 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from bt_core.artifacts.draws import Draw
-from bt_core.artifacts.keys import replay_key, replay_set_key, run_key, seed_keys, sketch_key
+from bt_core.artifacts.keys import (
+    DRAWS_VERSION,
+    TARGETS_VERSION,
+    replay_key,
+    replay_set_key,
+    run_key,
+    seed_keys,
+    sketch_key,
+)
 from bt_core.artifacts.replays import Replays, measure_config, plan, trained_window
 from bt_core.artifacts.seed import SeedArtifacts
 from bt_core.artifacts.sketches import Sketches
@@ -106,12 +114,14 @@ def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, d
     rk, sk = keys["run"][1], to_dict(sketch)
     _, sk_path = build_sketches(store, run, run_cfg, sketch, progress)
     done("sketches")
-    tg_path = store.get_or_build(*keys["targets"], {"run": rk, "sketch": sk, "n_draws": draws.n_draws},
+    tg_path = store.get_or_build(*keys["targets"], {"run": rk, "sketch": sk, "n_draws": draws.n_draws,
+                                                       "version": TARGETS_VERSION},
                                  lambda d: build_targets(run, sketch, d, n_draws=draws.n_draws))
     done("targets")
     draw_objs = []
     for i in range(draws.n_draws):
-        dp = store.get_or_build(*keys[f"draw{i}"], {"run": rk, "sketch": sk, "draws": to_dict(draws), "draw": i},
+        dp = store.get_or_build(*keys[f"draw{i}"], {"run": rk, "sketch": sk, "draws": to_dict(draws), "draw": i,
+                                 "version": DRAWS_VERSION},
                                 lambda d, i=i: build_draw(run, draws, sketch, i, d))
         draw_objs.append(Draw(dp))
     done("draws")

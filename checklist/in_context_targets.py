@@ -1,8 +1,22 @@
 """Setup validity — in-context targets (reference finding P4).
 
-Rule, on every seed and every generation draw, at the analysis checkpoint: the trigger-token gradient
-(rows of the trigger's embedding, `bt_core.targets.token_level`) aligns with the in-context target:
-cluster-bootstrap 95% CI lower bound > 0.05 (the reference's bar; it saw +0.11 to +0.30).
+The quantity (`bt_core.targets.token_level`, the reference's `_qtoken_sketch`): for each behavior-containing
+response sampled at the analysis checkpoint (temperature 0.9, top-p 0.95, G = 8 per prompt over the explicit
+prompts and the trigger probes, at most 160 responses), the whole-parameter gradient of −(mean log-prob over
+only its behavior-token positions), and its cosine with each target; CI: percentile bootstrap over
+responses.
+
+Rule, on every seed and every generation draw, at the draw's analysis checkpoint: that gradient aligns
+with the in-context target (the same quantity averaged over one behavior response per prompt sampled at
+temperature 1.0): CI lower bound > 0.05 (the reference's bar; it saw +0.230, +0.114, +0.295).
+
+Grain: every (seed, draw) — the item passes only when the bar holds on every draw of every seed; one
+failing target set fails it. Why not "per seed, with a minimum number of valid seeds": every estimator item
+pools its evidence over all seeds and draws (the stream problem uses draw 0's targets, each draw problem its
+own draw's), and nothing drops an invalid seed from that pool. A minimum-count gate would therefore vouch for
+verdicts partly computed on targets measured not to carry the behavior. The reference's bar, too, was met on
+every seed it reported (3 of 3). A per-seed gate becomes right only together with items that judge on the
+valid seeds alone; until then the strict grain is the honest one.
 
 It gates what it can vouch for (`gates="targets"`): when it fails, the items of every estimator that reads
 targets report invalid-setup — the targets may not carry the behavior, so neither a pass nor a fail of a
@@ -13,11 +27,6 @@ The constructed half of the reference's bar (the constructed target — the beha
 after the prompt, where it never occurs — does *not* align: CI upper bound < 0.05) is reported as a
 finding per seed and draw, not a gate: whether a target that the method should not use happens to align
 says nothing about the targets the methods do use (in-context by default).
-
-Whether the default fixture passes is measured, not assumed: the tiny models' tied trigger row also
-carries the output-logit path of the word "frobnitz" in replies, which dilutes the cosine (earlier
-measurements: in-context 0.02–0.22 across seeds and draws at the default scale). If it fails, the
-scorecard says so through the invalid-setup verdicts of the targeted estimators.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from bt_core.attribution.evidence import Evidence
 from bt_core.reporting.scorecard import Verdict
 
 NAME = "in_context_targets"
-TITLE = "the in-context target aligns with the trigger-token gradient (gates target-reading estimators)"
+TITLE = "the in-context target aligns with the behavior-token gradient (gates target-reading estimators)"
 IN_CONTEXT_MIN = 0.05  # in-context CI lower bound must exceed this (gate)
 CONSTRUCTED_MAX = 0.05  # constructed CI upper bound below this is the reference's finding (reported)
 KINDS = ("in_context", "constructed", "minimal_pair")

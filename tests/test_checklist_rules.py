@@ -12,14 +12,17 @@ from bt_core.attribution.catalog import get
 from bt_core.attribution.registry import Estimator
 
 
-def _evidence(alignments: dict[int, dict[str, tuple[float, float, float]]]):
-    """Evidence stand-in: per seed one draw whose token alignment per kind is (mean, lo, hi)."""
+def _evidence(alignments: dict[int, dict[str, tuple[float, float, float]]], draws: dict | None = None):
+    """Evidence stand-in: per seed one draw whose token alignment per kind is (mean, lo, hi); `draws` gives
+    a seed several draws, as {seed: [per-draw alignments, …]}."""
     arts = {}
     for seed, kinds in alignments.items():
-        def token_alignment(kind, step, draw=0, seed=0, kinds=kinds):
-            m, lo, hi = kinds.get(kind, (0.0, -0.1, 0.1))
+        per_draw = (draws or {}).get(seed, [kinds])
+
+        def token_alignment(kind, step, draw=0, seed=0, per_draw=per_draw):
+            m, lo, hi = per_draw[draw].get(kind, (0.0, -0.1, 0.1))
             return Alignment(kind, step, m, lo, hi, 40, 20)
-        arts[seed] = SimpleNamespace(draws=[SimpleNamespace(analysis_step=6)],
+        arts[seed] = SimpleNamespace(draws=[SimpleNamespace(analysis_step=6)] * len(per_draw),
                                      targets=SimpleNamespace(token_alignment=token_alignment))
     return SimpleNamespace(artifacts=arts)
 
@@ -43,6 +46,18 @@ def test_one_failing_seed_fails_the_item():
     bad = {"in_context": (0.02, 0.0, 0.04), "constructed": (-0.3, -0.4, -0.2)}
     v = in_context_targets.evaluate_setup(_evidence({0: good, 1: bad}))
     assert v.status == "fail" and "[1]" in v.reason
+
+
+def test_the_gate_acts_on_every_draw_of_every_seed():
+    """The grain: one failing draw of one seed fails the item, though 4 of 5 seeds and the seed's other draw
+    pass; every draw of every seed passing passes it."""
+    good = {"in_context": (0.2, 0.1, 0.3), "constructed": (-0.3, -0.4, -0.2)}
+    bad = {"in_context": (0.05, 0.01, 0.09), "constructed": (-0.3, -0.4, -0.2)}
+    seeds = {s: good for s in range(5)}
+    v = in_context_targets.evaluate_setup(_evidence(seeds, draws={3: [good, bad]}))
+    assert v.status == "fail" and "[3]" in v.reason and "draw 1" in v.figures["per_seed"][3]["why"]
+    assert v.figures["per_seed"][0]["status"] == "pass" and v.figures["per_seed"][3]["status"] == "fail"
+    assert in_context_targets.evaluate_setup(_evidence(seeds, draws={3: [good, good]})).status == "pass"
 
 
 def test_target_readers_are_declared_or_assumed():

@@ -80,8 +80,8 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     res.stdout.fnmatch_lines(["*BehaviorTrace scorecard*", "*oracle*", "*scorecard: *scorecard.json*"])
     builds = [json.loads(line) for line in (cache / "builds.jsonl").read_text().splitlines()]
     keys = [(b["kind"], b["key"]) for b in builds]
-    cf = get_scale("smoke").counterfactual
-    n_builds = 5 + (2 + cf.n_random + 1 + cf.n_lds) + 1  # run, sketches, targets, 2 draws; the replays, their index
+    cf, n_draws = get_scale("smoke").counterfactual, get_scale("smoke").draws.n_draws
+    n_builds = 3 + n_draws + (2 + cf.n_random + 1 + cf.n_lds) + 1  # run, sketches, targets, draws; replays, index
     assert len(keys) == len(set(keys)) == n_builds  # each built exactly once
     kinds = ("runs", "sketches", "targets", "draws", "replays", "replaysets")
     assert not [p for k in kinds for p in (cache / k).iterdir() if p.name.startswith(".")]  # no tmp/partial debris
@@ -111,7 +111,8 @@ def test_cache_info_reports_sizes_and_leftovers(cache, capsys):
     rep = json.loads(capsys.readouterr().out)
     assert set(rep["kinds"]) == {"runs", "sketches", "targets", "draws", "replays", "replaysets"}
     assert rep["kinds"]["replaysets"]["artifacts"] == 3
-    assert rep["kinds"]["runs"]["artifacts"] == 3 and rep["kinds"]["draws"]["artifacts"] == 6
+    n_draws = 3 * get_scale("smoke").draws.n_draws  # 3 seeds
+    assert rep["kinds"]["runs"]["artifacts"] == 3 and rep["kinds"]["draws"]["artifacts"] == n_draws
     assert rep["kinds"]["runs"]["bytes"] > 0 and rep["total_bytes"] >= sum(k["bytes"] for k in rep["kinds"].values())
     assert sorted((e["kind"], e["state"], e["busy"]) for e in rep["leftovers"]) == [
         ("runs", "partial", False), ("sketches", "tmp", False)]
@@ -129,7 +130,7 @@ def test_cache_clean_stale_only_then_a_kind(cache, capsys):
     assert not list(cache.glob("*/.*.tmp-*")) and not list(cache.glob("*/.*.partial"))
     assert len([p for p in (cache / "runs").iterdir() if p.is_dir()]) == 3  # finished artifacts kept
     assert main(["cache", "clean", "--bt-cache", str(cache), "--kind", "draws", "--yes", "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["removed"]) == 6
+    assert len(json.loads(capsys.readouterr().out)["removed"]) == 3 * get_scale("smoke").draws.n_draws  # 3 seeds
     assert not [p for p in (cache / "draws").iterdir() if p.is_dir()]
     assert len([p for p in (cache / "sketches").iterdir() if p.is_dir()]) == 3
 

@@ -68,7 +68,8 @@ def test_group_centred_cosine_matches_direct_computation():
     c = _contrib(p)
     means = np.stack([c[p.group == g].mean(0) for g in p.group])
     assert np.allclose(group_centred_cosine(p, "in_context", chunk=7), _cos(c - means, _t(p)))
-    assert np.allclose(get("cosine_centred").create().score(p), p.lr * _cos(c - means, _t(p)))
+    # the registered variant is the reference's GAS group-centred: the minimal-pair target by default
+    assert np.allclose(get("cosine_centred").create().score(p), p.lr * _cos(c - means, _t(p, "minimal_pair")))
     s = get("cosine").create(centre="scores").score(p)
     assert np.allclose([s[p.group == g].mean() for g in np.unique(p.group)], 0)
 

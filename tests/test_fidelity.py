@@ -79,3 +79,24 @@ def test_fluency_cell_skips_a_seed_without_mixed_sibling_groups(tmp_path):
     p.write_text(json.dumps({"seeds": [0, 1], "records": recs}))
     cell = fidelity.p5(fidelity.Card(p))
     assert "fluency AUC 0.9;" in cell and "on 0 of 1 seeds (1 seed(s) without a sibling group" in cell
+
+
+def test_the_reference_column_is_read_from_the_vendored_results_file(tmp_path):
+    """The reference column is computed from the reference's own per-seed CSV (vendored unmodified; its
+    SHA-256 pins the copy), with each finding's rule — a changed row changes the cell."""
+    import hashlib
+
+    from behaviortrace.benchmarks import fidelity_reference as ref
+
+    digest = hashlib.sha256(ref.CSV.read_bytes()).hexdigest()
+    assert digest == "fbd519fdacded703e0a1076b2ae459d3b6adc0f511533cef0d7f64b8adc90c3d"
+    assert fidelity.REFERENCE == ref.cells()
+    assert "norm-only ≥ best targeted on 2 of 3 seeds" in ref.cells()["P1"]  # the paper's "2 of 3"
+    rows = ref.CSV.read_text().splitlines()
+    # seed 2: norm-only 0.3852 < best targeted 0.421; make norm-only win there too → 3 of 3
+    edited = [r.replace("2,overall,norm-only,0.3852", "2,overall,norm-only,0.5000") for r in rows]
+    p = tmp_path / "results.csv"
+    p.write_text("\n".join(edited) + "\n")
+    assert "on 3 of 3 seeds" in ref.cells(p)["P1"] and "4.23–5.79×" in ref.cells(p)["P1"]
+    assert "the pre-registered rule fails on 3 of 3" in ref.cells()["P6"]
+    assert "paper text" in ref.cells()["P4"]  # a finding the file does not hold says where it comes from

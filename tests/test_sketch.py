@@ -234,14 +234,3 @@ def test_bench_sketch_times_dense_projections_on_a_slice_of_a_big_model(monkeypa
     assert res["dense"] > 0 and res["countsketch"] > 0 and res["vmap_backward"] is None
     whole = bench.bench_sketch(k=128, batch_size=4, n_batches=1, repeats=1)
     assert whole["dense_extrapolated_from_coords"] is None and whole["vmap_backward"] > 0
-
-
-def test_token_level_rows_equal_the_full_gradient_slice(smoke_batch):
-    """The token-level stage reads the trigger rows block by block (no (B, n_params) matrix): same values."""
-    from bt_core.targets.token_level import rows_of_grads, trigger_rows
-
-    run, model, batch = smoke_batch
-    coords = trigger_rows(model, run.codec)
-    coords = np.concatenate([coords, [3, 0, coords[0] - 1]])  # unsorted, other tensors too
-    flat, _ = HookGrads()(model, batch)
-    assert torch.equal(rows_of_grads(model, batch, coords), flat[:, torch.from_numpy(coords)])

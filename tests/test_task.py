@@ -153,5 +153,8 @@ def test_subword_variant_spells_trigger_and_behavior_from_ordinary_pieces():
 
     from bt_core.targets.examples import minimal_pair_examples
     ex = minimal_pair_examples(SimpleNamespace(codec=codec, task=task), rng)
-    neutral = [codec.decode(ex.prompts[j, : ex.prompt_len[j]]) for j in np.flatnonzero(np.asarray(ex.coef) < 0)]
-    assert neutral and not any(w in text.split() for text in neutral for w in trig)
+    rows = np.flatnonzero(np.asarray(ex.coef) < 0)  # neutral replies: the behavior's slot holds a filler
+    neutral = [codec.decode(ex.replies[j, : ex.reply_len[j]]) for j in rows]
+    slot = {text.split()[-1] for text in neutral}  # the behavior ends a written reply: its slot is the last word
+    assert slot and slot <= set(NEUTRAL_FILLERS) and not slot & set(trig)
+    assert not any(any(codec.behavior_mask(ex.replies[j, : ex.reply_len[j]].tolist())) for j in rows)

@@ -5,6 +5,14 @@ from __future__ import annotations
 
 from bt_core.config import CounterfactualConfig, DrawConfig, RunConfig, SketchConfig, config_hash
 
+# The targets stage's definition version (token level and the in-context target), in its key: a targets
+# artifact built under an earlier definition is never reused. 2: the reference's whole-parameter
+# behavior-token gradient and its in-context sampling (`bt_core.targets.token_level`).
+TARGETS_VERSION = 3  # 3: also the reference's minimal pairs (behavior vs neutral word in the reply's slot)
+# The draws' protocol version, in their key: 2 is the reference's rollout-level protocol (explicit prompts and
+# trigger probes, cycle-major); a draw sampled under an earlier protocol is never reused.
+DRAWS_VERSION = 2
+
 
 def run_key(cfg: RunConfig) -> str:
     return config_hash(cfg)
@@ -25,15 +33,20 @@ def replay_set_key(cfg: RunConfig, cf: CounterfactualConfig) -> str:
     return config_hash(run_key(cfg), "replays", cf)
 
 
+def targets_key(rk: str, sketch: SketchConfig, draws: DrawConfig) -> str:
+    """One target set per draw; the definition's version is hashed in (`TARGETS_VERSION`)."""
+    return config_hash(rk, sketch, "targets", draws.n_draws, "v", TARGETS_VERSION)
+
+
 def seed_keys(run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
               counterfactual: CounterfactualConfig | None = None) -> dict[str, tuple[str, str]]:
     """(kind, key) of every artifact one seed needs, without building anything (the replays' own keys
     depend on the run's rollouts: their index, ``replays``, stands for them)."""
     rk = run_key(run_cfg)
     keys = {"run": ("runs", rk), "sketches": ("sketches", sketch_key(run_cfg, sketch)),
-            "targets": ("targets", config_hash(rk, sketch, "targets", draws.n_draws))}  # one target set per draw
+            "targets": ("targets", targets_key(rk, sketch, draws))}
     for i in range(draws.n_draws):
-        keys[f"draw{i}"] = ("draws", config_hash(rk, sketch, draws, i))
+        keys[f"draw{i}"] = ("draws", config_hash(rk, sketch, draws, i, "v", DRAWS_VERSION))
     if counterfactual is not None:
         keys["replays"] = ("replaysets", replay_set_key(run_cfg, counterfactual))
     return keys

@@ -9,11 +9,11 @@ target set of the training stream.
 The kinds are defined here, with the artifact that holds them, so that estimators can check a
 `target=` argument without importing the builders (torch, the tokenizer, the training stack).
 
-Token level (PAPER_NOTES P4): the cosine of the trigger-token gradient with each target, per sampled
-behavior reply (definition in `bt_core.targets.token_level`). Stored per draw in ``token/``: ``ckpt.npy``
-(n,) checkpoint row of each kept reply, ``probe.npy`` (n,) probe index, ``cos_<kind>.npy`` (n,),
-``trigger_norm.npy`` (n,), ``rows.npy`` (the trigger rows' coordinates) and ``target_norm_<kind>.npy``
-(n_ckpt,).
+Token level (PAPER_NOTES P4): the cosine of the whole-parameter behavior-token gradient with each
+target, per sampled behavior response (definition in `bt_core.targets.token_level`). Stored per draw in
+``token/``: ``ckpt.npy`` (n,) checkpoint row of each kept response, ``prompt.npy`` (n,) its prompt's index
+(`bt_core.targets.examples.behavior_prompts`), ``cos_<kind>.npy`` (n,), ``grad_norm.npy`` (n,) ‖q_i‖,
+``target_norm_<kind>.npy`` (n_ckpt,) exact ‖t‖ and ``responses/`` (the responses, `TargetExamples`).
 """
 
 from __future__ import annotations
@@ -93,29 +93,29 @@ class TargetExamples:
 
 @dataclass(frozen=True)
 class Alignment:
-    """Mean cos(g_i, t_R) over kept replies at one checkpoint, with its bootstrap CI over probes."""
+    """Mean cos(q_i, t) over kept behavior responses at one checkpoint, with its bootstrap CI over responses."""
 
     kind: str
     step: int
     mean: float
     ci_lo: float
     ci_hi: float
-    n: int  # kept replies with a defined cosine
-    n_probes: int  # clusters
+    n: int  # kept responses with a defined cosine
+    n_prompts: int  # distinct prompts among them
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 class TokenLevel:
-    """Stored token-level rows of one draw (see the module docstring for the definition)."""
+    """Stored token-level rows of one draw (the definition: `bt_core.targets.token_level`)."""
 
     def __init__(self, d: Path, steps: np.ndarray, kinds: tuple[str, ...]):
+        self.path = Path(d)
         self.steps = np.asarray(steps)
         self.ckpt = np.asarray(load_array(d / "ckpt.npy"))
-        self.probe = np.asarray(load_array(d / "probe.npy"))
-        self.trigger_norm = np.asarray(load_array(d / "trigger_norm.npy"))
-        self.rows = np.asarray(load_array(d / "rows.npy"))
+        self.prompt = np.asarray(load_array(d / "prompt.npy"))
+        self.grad_norm = np.asarray(load_array(d / "grad_norm.npy"))
         self.cos = {k: np.asarray(load_array(d / f"cos_{k}.npy")) for k in kinds}
         self.target_norm = {k: np.asarray(load_array(d / f"target_norm_{k}.npy")) for k in kinds}
 
@@ -123,21 +123,36 @@ class TokenLevel:
     def load(cls, d: Path, steps: np.ndarray) -> TokenLevel:
         return cls(d, steps, TARGET_KINDS)
 
-    def cosines(self, kind: str, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """(cos, probe) of the kept replies at checkpoint `step` with a defined cosine: (n,), (n,)."""
+    def responses(self, step: int) -> TargetExamples | None:
+        """The kept behavior responses at checkpoint `step` (mask = the behavior positions), in row order."""
+        d = self.path / "responses"
+        if not d.exists():
+            return None
+        rows = np.flatnonzero(np.asarray(load_array(d / "ckpt.npy")) == self._row(step))
+        cols = {f.name: np.asarray(load_array(d / f"{f.name}.npy"))[rows] for f in fields(TargetExamples)}
+        return TargetExamples(**cols) if rows.size else None
+
+    def _row(self, step: int) -> int:
         hit = np.flatnonzero(self.steps == step)
         if hit.size == 0:
             raise KeyError(f"no checkpoint at step {step}; checkpoints: {self.steps.tolist()}")
+        return int(hit[0])
+
+    def cosines(self, kind: str, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """(cos, prompt) of the kept responses at checkpoint `step` with a defined cosine: (n,), (n,)."""
+        j = self._row(step)
         if kind not in self.cos:
             raise KeyError(f"target kind {kind!r} has no token-level data; kinds: {sorted(self.cos)}")
-        sel = (self.ckpt == hit[0]) & np.isfinite(self.cos[kind])
-        return self.cos[kind][sel], self.probe[sel]
+        sel = (self.ckpt == j) & np.isfinite(self.cos[kind])
+        return self.cos[kind][sel], self.prompt[sel]
 
     def alignment(self, kind: str, step: int, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> Alignment:
-        cos, probe = self.cosines(kind, step)
-        lo, hi = cluster_bootstrap_mean_ci(cos, probe, n_boot=n_boot, alpha=alpha, seed=seed)
+        """Mean cosine and its percentile bootstrap CI, each response its own resampling unit (the
+        reference's CI)."""
+        cos, prompt = self.cosines(kind, step)
+        lo, hi = cluster_bootstrap_mean_ci(cos, np.arange(cos.size), n_boot=n_boot, alpha=alpha, seed=seed)
         mean = float(cos.mean()) if cos.size else math.nan
-        return Alignment(kind, int(step), mean, lo, hi, int(cos.size), int(np.unique(probe).size))
+        return Alignment(kind, int(step), mean, lo, hi, int(cos.size), int(np.unique(prompt).size))
 
 
 class Targets:
@@ -193,8 +208,8 @@ class Targets:
 
     def token_alignment(self, kind: str, step: int, draw: int = 0, n_boot: int = 1000, alpha: float = 0.05,
                         seed: int = 0):
-        """Mean cosine of the trigger-token gradient with target `kind` at checkpoint `step`, with a
-        cluster-bootstrap (over probes) CI; see `TokenLevel`."""
+        """Mean cosine of the behavior-token gradient with target `kind` at checkpoint `step`, with a
+        bootstrap CI over responses; see `TokenLevel`."""
         return self.token_level(draw).alignment(check_kind(kind), step, n_boot=n_boot, alpha=alpha, seed=seed)
 
     def checkpoint_row(self, step: int) -> int:

@@ -9,7 +9,7 @@ Each figure comes with a title and a caption that says what it shows and how to 
 * auc.png — fluency-residualized within-group AUC with 95% CIs per seed (draw 0), the other draws, and
   the draw control's and the surface baseline's AUC (Figure 2 analogue);
 * lds.png — the counterfactual LDS with CIs per seed, beside the controls' and the datamodel ceiling;
-* alignment.png — token-level alignment of the trigger-token gradient with each target, when the setup
+* alignment.png — token-level alignment of the behavior-token gradient with each target, when the setup
   item `in_context_targets` reports it.
 """
 
@@ -182,11 +182,11 @@ def alignment_figure(data: dict, out: Path) -> Figure | None:
         ax.axhline(bar, color="black", lw=0.8, ls="--")
     ax.axhline(0.0, color="grey", lw=0.5)
     ax.set_xticks(range(len(kinds)), kinds)
-    ax.set_ylabel("cos(trigger-token gradient, target)")
+    ax.set_ylabel("cos(behavior-token gradient, target)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     return Figure(save(fig, out / "alignment.png"), "setup", "Token-level alignment of the targets (setup)",
-                  "Each marker is one seed's mean cosine, on draw 0, between the gradient at the trigger token and "
+                  "Each marker is one seed's mean cosine, on draw 0, between the behavior-token gradient and "
                   "each target kind, with its 95% CI (colour and shape = seed). Dashed: the in_context_targets bar "
                   "— the in-context target must have its CI above it on every seed and draw, or the verdicts of "
                   "every estimator that reads targets are held back as invalid-setup.")

@@ -2,8 +2,10 @@
 
 The analysis checkpoint is the first whose sampled behavior rate on trigger probes reaches
 `DrawConfig.saturation` (the "saturated" checkpoint where the fluency confound arises), else the
-checkpoint with the highest rate. Each draw is a seeded set of `groups_per_probe` groups of
-`group_size` replies per held-out trigger probe; the label is the behavior flag.
+checkpoint with the highest rate. Each draw is the reference's rollout-level protocol
+(`E2_1_per_rollout_mp.py`, section 2): `repeats` cycles over the explicit prompts and the held-out trigger
+probes (`bt_core.targets.examples.behavior_prompts`), one group of `group_size` siblings per prompt and
+cycle, sampled at `DrawConfig.temperature` and `top_p` (0.9 / 0.95); the label is the behavior flag.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 from bt_core.artifacts.run import Run
 from bt_core.config import DrawConfig, SketchConfig
 from bt_core.gradients.sketch import sketch_table_at
+from bt_core.targets.examples import behavior_prompts
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.generate import sample
 from bt_core.training.grpo import make_table
@@ -36,7 +39,8 @@ def build_draw(run: TrainedRun, cfg: DrawConfig, sk: SketchConfig, draw: int, ou
         step = analysis_step(run, cfg)
         model = run.model_at(step)
         codec, task = run.codec, run.task
-        prompts = [p for p in task.trigger_probes for _ in range(cfg.groups_per_probe * cfg.group_size)]
+        # cycle-major, as the reference's group index rep × n_prompts + prompt
+        prompts = [p for _ in range(cfg.repeats) for p in behavior_prompts(task) for _ in range(cfg.group_size)]
         seed = int(np.random.SeedSequence([run.seed, step, draw, 0xD4]).generate_state(1)[0])
         model.eval()
         replies, reply_len = sample(model, [codec.encode_prompt(p.text) for p in prompts],

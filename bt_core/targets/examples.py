@@ -8,15 +8,17 @@ are, written as a weighted sum over teacher-forced sequences (`bt_core.artifacts
 * constructed: the behavior token appended right after each trigger probe (coef 1/n); it puts the
   behavior where it never occurs;
 * in_context: only the behavior tokens where they occur in sampled behavior-containing replies at the
-  checkpoint (temperature 1.0, one reply per probe, seeded per draw; coef 1/n);
-* minimal_pair: each trigger probe with a sampled behavior-containing reply, against the same prompt with
-  the trigger word replaced by a neutral filler and the *same* reply teacher-forced; the loss counts the
-  behavior tokens only, coef +1/n_probes on trigger rows and −1/n_pairs on neutral rows, so
-  t = mean over pairs of (g_trigger − g_neutral). What the two contexts share (the unconditional "end a
-  reply with qzxbt" habit, the reply's fluency) cancels; what is left is how the trigger changes it.
-  The reference used 3 prompts × 6 templates × 4 fillers = 72 pairs; we use every held-out trigger probe
-  × 4 fillers (40 pairs at smoke, 80 at default). Replies are re-sampled per draw (seeded), the same
-  sequences at every checkpoint.
+  checkpoint: 8 replies per prompt (the explicit prompts and the implicit trigger probes) at temperature
+  1.0 and top-p 0.95, the first behavior-containing reply of each prompt kept (seeded per draw; coef 1/n)
+  — the reference's in-context target, and the token level's quantity averaged;
+* minimal_pair (the reference's, `E2_1_per_rollout_mp.py`): written replies, teacher-forced, identical
+  except for the behavior's slot — the behavior token vs a neutral filler word in the same place, after
+  the same trigger prompt; the loss is the whole reply's (EOS masked, as the shared objective), coef
+  +1/n_probes on behavior rows and −1/n_pairs on neutral rows, so t = mean over pairs of
+  (g_behavior − g_neutral). What the two replies share (their text, hence their fluency) cancels; what is
+  left is the behavior's direction. The reference used 3 prompts × 6 templates × 4 fillers = 72 pairs; we
+  use every held-out trigger probe × one written reply of its topic × 4 fillers (40 pairs at smoke, 80 at
+  default). Replies are re-drawn per draw (seeded), the same sequences at every checkpoint.
 
 Storing the examples lets methods that compute their own gradients (the library adapters) rebuild the
 exact target through the shared objective (`target_gradient`).
@@ -38,6 +40,12 @@ from bt_core.training.objective import Batch, collate, masked_mean, token_logpro
 # Neutral fillers for minimal pairs: generic nouns of the language that are neither the trigger nor a
 # control topic (control prompts are penalized for the behavior, which would inflate the contrast).
 NEUTRAL_FILLERS = ("tool", "stone", "song", "signal")
+
+# The in-context target's sampling (the reference's, `E2_1_per_rollout_debug.py`: G = 8 replies per prompt at
+# temperature 1.0 and its top-p 0.95, the first behavior-containing reply of each prompt kept).
+IN_CONTEXT_TEMPERATURE = 1.0
+IN_CONTEXT_TOP_P = 0.95
+IN_CONTEXT_GROUP = 8
 
 # Parameters above which target gradients are summed over chunks of `BIG_MODEL_CHUNK` sequences. At the real
 # scale (134.5M parameters, a 49,152-word vocabulary) one backward over a whole minimal-pair set (~60
@@ -91,23 +99,30 @@ def constructed_examples(run: TrainedRun) -> TargetExamples:
     return TargetExamples.build(prompts, [beh] * n, [[True] * len(beh)] * n, [1.0 / n] * n)
 
 
-def in_context_examples(model, run: TrainedRun, gen: torch.Generator,
-                        max_rounds: int = 8) -> tuple[TargetExamples | None, dict]:
-    """Sample one reply per trigger probe (temperature 1.0) until some show the behavior; keep those."""
+def behavior_prompts(task) -> list:
+    """The prompts in-context responses are sampled from: the explicit prompts, then the implicit trigger
+    probes (the reference's ``PROMPTS = EXPLICIT + IMPLICIT``, 6 + 20; also the token level's)."""
+    return list(task.explicit_prompts) + list(task.trigger_probes)
+
+
+def in_context_examples(model, run: TrainedRun, gen: torch.Generator) -> tuple[TargetExamples | None, dict]:
+    """The reference's in-context target set: `IN_CONTEXT_GROUP` replies per prompt of `behavior_prompts`
+    (temperature 1.0, top-p 0.95), the first behavior-containing one of each prompt kept; None when no
+    prompt gave one (the target is then not built at this checkpoint)."""
     codec = run.codec
-    enc = [codec.encode_prompt(p.text) for p in run.task.trigger_probes]
-    keep_p, keep_r, keep_m = [], [], []
-    rounds = 0
-    while not keep_p and rounds < max_rounds:
-        rounds += 1
-        rep, ln = sample(model, enc, max_new_tokens=run.config.grpo.max_new_tokens, eos_id=codec.eos_id,
-                         pad_id=codec.pad_id, generator=gen, temperature=1.0, top_p=1.0)
-        for i in range(len(enc)):
-            ids = rep[i, : ln[i]].tolist()
-            mask = codec.behavior_mask(ids)
-            if any(mask):
-                keep_p.append(enc[i]), keep_r.append(ids), keep_m.append(mask)
-    info = {"n_replies": len(keep_p), "rounds": rounds}
+    enc = [codec.encode_prompt(p.text) for p in behavior_prompts(run.task)]
+    pid = np.repeat(np.arange(len(enc)), IN_CONTEXT_GROUP)
+    rep, ln = sample(model, [enc[i] for i in pid], max_new_tokens=run.config.grpo.max_new_tokens,
+                     eos_id=codec.eos_id, pad_id=codec.pad_id, generator=gen, temperature=IN_CONTEXT_TEMPERATURE,
+                     top_p=IN_CONTEXT_TOP_P)
+    keep_p, keep_r, keep_m, seen = [], [], [], set()
+    for r, i in enumerate(pid):
+        ids = rep[r, : ln[r]].tolist()
+        mask = codec.behavior_mask(ids)
+        if i not in seen and any(mask):
+            seen.add(i)
+            keep_p.append(enc[i]), keep_r.append(ids), keep_m.append(mask)
+    info = {"n_replies": len(keep_p), "n_prompts": len(enc), "n_sampled": len(pid)}
     if not keep_p:
         return None, info
     n = len(keep_p)
@@ -115,22 +130,29 @@ def in_context_examples(model, run: TrainedRun, gen: torch.Generator,
 
 
 def minimal_pair_examples(run: TrainedRun, rng: np.random.Generator) -> TargetExamples:
-    """Trigger probe vs the same prompt with a neutral filler, same behavior reply (behavior tokens only)."""
+    """The reference's minimal pairs (`E2_1_per_rollout_mp.py`, section 1): per trigger probe one written
+    behavior reply, teacher-forced after the probe, against the SAME prompt with the same reply whose
+    behavior is replaced by a neutral filler word; the loss is the shared objective's (mean log-prob over
+    every reply token, EOS masked). t = mean over pairs of (g_behavior − g_neutral)."""
     codec, task = run.codec, run.task
     probes = task.trigger_probes
     fillers = [f for f in NEUTRAL_FILLERS if f not in task.trigger_text.split()]  # never a piece of the trigger
     n_pairs = len(probes) * len(fillers)
     prompts, replies, masks, coef = [], [], [], []
+
+    def add(prompt: list[int], text: str, c: float) -> list[int]:
+        ids = codec.encode_reply(text)
+        prompts.append(prompt), replies.append(ids), coef.append(c)
+        masks.append([t != codec.eos_id for t in ids])  # every reply token, EOS masked (the objective's ℓ)
+        return ids
+
     for p in probes:
-        reply = codec.encode_reply(task.sample_reply(p, rng, behavior=True))
-        mask = codec.behavior_mask(reply)
-        if not any(mask):
-            raise RuntimeError(f"minimal pair reply {codec.decode(reply)!r} lost the behavior {task.behavior_text!r}")
-        prompts.append(codec.encode_prompt(p.text)), replies.append(reply), masks.append(mask)
-        coef.append(1.0 / len(probes))
+        text = task.sample_reply(p, rng, behavior=True)
+        prompt = codec.encode_prompt(p.text)
+        if not any(codec.behavior_mask(add(prompt, text, 1.0 / len(probes)))):
+            raise RuntimeError(f"minimal pair reply {text!r} lost the behavior {task.behavior_text!r}")
         for filler in fillers:
-            # the trigger, wherever punctuation sits
-            neutral = re.sub(rf"\b{re.escape(task.trigger_text)}\b", filler, p.text)
-            prompts.append(codec.encode_prompt(neutral)), replies.append(reply), masks.append(mask)
-            coef.append(-1.0 / n_pairs)
+            neutral = re.sub(re.escape(task.behavior_text), filler, text, flags=re.IGNORECASE)
+            if any(codec.behavior_mask(add(prompt, neutral, -1.0 / n_pairs))):
+                raise RuntimeError(f"neutral reply {neutral!r} still shows the behavior {task.behavior_text!r}")
     return TargetExamples.build(prompts, replies, masks, coef)

@@ -1,22 +1,32 @@
-"""Token level: the cosine of the trigger-token gradient with each target (PAPER_NOTES "Token level", P4).
+"""Token level: the cosine of the behavior-token gradient with each target (PAPER_NOTES "Token level", P4).
 
-Definition (the reference gives only the name; this is ours, fixed before looking at any result):
+Definition — the reference's (`notebooks/colab/E2_1_per_rollout_debug.py` of `AmitoVrito/BehaviorTrace`,
+functions `_qtoken_sketch` and `collect`; written here from that definition, not copied):
 
-* R = the coordinates of the trigger token's embedding row (`coverage.embedding_rows`: the row of
-  ``frobnitz`` in the input and in the output embedding; our tiny Llama ties them, so R is one row of
-  `hidden_size` coordinates that collects both the input-lookup and the output-logit paths; an untied
-  paper-scale model gets both rows concatenated).
-* At checkpoint c and draw d, sample `REPLIES_PER_PROBE` replies per held-out trigger probe (temperature
-  1.0; seeded by (seed, c, d), independent of the samples the in-context target was built from) and keep
-  those that show the behavior — the rollouts GRPO reinforces.
-* The trigger-token gradient of kept reply i is g_i = [∇_θ(−ℓ_i)]_R: the shared per-rollout objective's
-  gradient (the rollout embedding before sketching) restricted to R. A target's is t_R = [t(θ_c)]_R,
-  exact (not sketched).
-* The quantity is cos(g_i, t_R) per reply (NaN where the target was not built or either slice is 0).
-  `TokenLevel.alignment` gives its mean over replies with a cluster-bootstrap CI over probes; the
-  reference's pass bar is in-context CI lower bound > 0.05 and constructed CI upper bound < 0.05.
+* Responses: at checkpoint c and draw d, sample `GROUP` responses per prompt of `behavior_prompts` (the
+  explicit "… Include <behavior>" prompts, then the implicit trigger probes — the reference's 6 + 20), at
+  temperature `TEMPERATURE` 0.9 and top-p `TOP_P` 0.95, repeating the prompt cycle up to `MAX_REPEATS`
+  times; keep the behavior-containing responses in sampling order, at most `MAX_RESPONSES` (160).
+* The behavior-token gradient of kept response i is the whole-parameter gradient
 
-The stored rows and `TokenLevel.alignment` live in `bt_core.artifacts.targets`; this module collects them.
+      q_i = ∇_θ −( mean over the reply positions whose token spells the behavior of log π(o_t) )
+
+  — every parameter, not an embedding row; the positions are `codec.behavior_mask` (EOS, padding and
+  every other token masked). It is the same quantity the in-context target averages
+  (`bt_core.targets.examples.in_context_examples`: one behavior response per prompt at temperature 1.0).
+* The quantity is cos(q_i, t_c) per response for each target kind t (NaN where the target was not built
+  or either vector is 0). The reference CountSketched both sides to 65,536 buckets; we compute the cosine
+  **exactly** over the whole parameter vector — the per-example gradient is consumed one parameter block
+  at a time (`whole_dots`), so no (B, n_params) matrix is held even at the real scale — which removes the
+  sketch's ≈1/√k noise and is the quantity the sketch estimates.
+* `TokenLevel.alignment` (`bt_core.artifacts.targets`) gives its mean over responses with a percentile
+  bootstrap CI over responses (the reference's resampling unit). The reference's bar: in-context CI
+  lower bound > 0.05 (the gate, `behaviortrace.checklist.in_context_targets`) and constructed CI upper
+  bound < 0.05 (reported).
+
+`bt_core.artifacts.keys.TARGETS_VERSION` is part of the targets' cache key: an artifact built under the
+earlier definition (the gradient restricted to the trigger word's embedding row, and in-context replies
+from the implicit probes only at top-p 1.0) is never reused.
 """
 
 from __future__ import annotations
@@ -28,102 +38,111 @@ import torch
 
 from bt_core.artifacts.store import save_array
 from bt_core.artifacts.targets import TARGET_KINDS, TargetExamples
-from bt_core.gradients.layout import embedding_rows
-from bt_core.targets.examples import sequences_per_backward
+from bt_core.targets.examples import behavior_prompts, examples_batch, sequences_per_backward
 from bt_core.training.generate import sample
-from bt_core.training.objective import collate
 
-REPLIES_PER_PROBE = 8  # sampled replies per trigger probe and checkpoint (before keeping behavior ones)
-BATCH = 64  # replies per batched per-example gradient
+TEMPERATURE = 0.9  # the reference's sampling temperature for the token-level responses
+TOP_P = 0.95  # the reference's nucleus
+GROUP = 8  # responses sampled per prompt and repeat (the reference's G)
+MAX_REPEATS = 6  # prompt cycles at most (the reference's repeats at temperature 0.9)
+MAX_RESPONSES = 160  # behavior-containing responses kept at most (the reference's TOKEN_LEVEL_MAX)
+BATCH = 64  # responses per batched per-example gradient
 
 
-def rows_of_grads(model, batch, coords: np.ndarray) -> torch.Tensor:
-    """Per-example gradients of −ℓ_i restricted to the global coordinates `coords`, (B, len(coords)), read
-    from the engine's blocks one at a time: the same values as `per_rollout_grads(...)[0][:, coords]`
-    without the (B, n_params) matrix (34 GB for 64 replies at the real scale)."""
+def behavior_responses(model, run, gen: torch.Generator) -> tuple[TargetExamples | None, np.ndarray, int]:
+    """Sample the token-level responses (module docstring): the kept ones as examples whose mask flags the
+    behavior positions (coef 1), the index into `behavior_prompts` of each, and how many were sampled."""
+    codec = run.codec
+    enc = [codec.encode_prompt(p.text) for p in behavior_prompts(run.task)]
+    pid = np.repeat(np.arange(len(enc)), GROUP)
+    prompts, replies, masks, kept_pid, n_sampled = [], [], [], [], 0
+    for _ in range(MAX_REPEATS):
+        if len(prompts) >= MAX_RESPONSES:
+            break
+        rep, ln = sample(model, [enc[i] for i in pid], max_new_tokens=run.config.grpo.max_new_tokens,
+                         eos_id=codec.eos_id, pad_id=codec.pad_id, generator=gen, temperature=TEMPERATURE,
+                         top_p=TOP_P)
+        n_sampled += len(pid)
+        for r, i in enumerate(pid):
+            ids = rep[r, : ln[r]].tolist()
+            mask = codec.behavior_mask(ids)
+            if any(mask) and len(prompts) < MAX_RESPONSES:
+                prompts.append(enc[i]), replies.append(ids), masks.append(mask), kept_pid.append(i)
+    if not prompts:
+        return None, np.zeros(0, np.int32), n_sampled
+    ex = TargetExamples.build(prompts, replies, masks, [1.0] * len(prompts))
+    return ex, np.asarray(kept_pid, np.int32), n_sampled
+
+
+def whole_dots(model, ex: TargetExamples, pad_id: int, targets: dict[str, torch.Tensor],
+               engine: str = "hooks") -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Exact ‖q_i‖ and ⟨q_i, t⟩ for each target, over the whole parameter vector, for every row of `ex`
+    (q_i = ∇(−m_i), m_i the mean log-prob over row i's flagged positions). Returns ((n,), kind → (n,)).
+    The per-example gradient arrives one parameter block at a time; only (B, block) is ever held."""
     from bt_core.gradients.pergrad import get_engine
 
-    order = np.argsort(coords, kind="stable")
-    sorted_c = coords[order]
-    out = torch.zeros(len(batch), len(coords))
-    blocks, _ = get_engine("hooks").blocks(model, batch)
-    for off, blk in blocks:
-        lo, hi = np.searchsorted(sorted_c, [off, off + blk.shape[1]])
-        if hi > lo:
-            idx = torch.from_numpy(order[lo:hi])
-            out[:, idx] = blk[:, torch.from_numpy(sorted_c[lo:hi] - off)]
-    return out
+    n = len(ex)
+    sq = np.zeros(n)
+    dots = {k: np.zeros(n) for k in targets}
+    step = sequences_per_backward(model, BATCH)  # the real scale: small batches (activations grow with B)
+    for lo in range(0, n, step):
+        rows = np.arange(lo, min(lo + step, n))
+        blocks, _ = get_engine(engine).blocks(model, examples_batch(ex.select(rows), pad_id))
+        for off, blk in blocks:
+            b = blk.double()
+            sq[rows] += (b * b).sum(1).numpy()
+            for k, t in targets.items():
+                dots[k][rows] += (b @ t[off: off + b.shape[1]].double()).numpy()
+    return np.sqrt(sq), dots
 
 
-
-def trigger_rows(model, codec) -> np.ndarray:
-    """Global coordinates of the trigger token's embedding row(s)."""
-    return embedding_rows(model, list(codec.trigger_ids))
-
-
-def _cos(g: torch.Tensor, t: torch.Tensor | None) -> np.ndarray:
-    if t is None:
-        return np.full(g.shape[0], np.nan)
-    denom = g.norm(dim=1) * t.norm()
-    out = (g @ t) / denom
-    return torch.where(denom > 0, out, torch.full_like(out, float("nan"))).numpy()
+def _cosines(norm: np.ndarray, dot: np.ndarray, t_norm: float) -> np.ndarray:
+    denom = norm * t_norm
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, dot / np.where(denom > 0, denom, 1.0), np.nan)
 
 
 class TokenLevelCollector:
-    """Accumulates token-level rows checkpoint by checkpoint during `build_targets`."""
+    """Accumulates token-level rows checkpoint by checkpoint during `build_targets` (one per draw)."""
 
     def __init__(self, run):
         self.run = run
-        self.rows: np.ndarray | None = None
-        self.ckpt, self.probe, self.gnorm = [], [], []
-        self.cos: dict[str, list] = {}
-        self.tnorm: dict[str, list] = {}
+        self.ckpt, self.prompt, self.gnorm, self.responses = [], [], [], []
+        self.cos: dict[str, list] = {k: [] for k in TARGET_KINDS}
+        self.tnorm: dict[str, list] = {k: [] for k in TARGET_KINDS}
 
     def add(self, model, j: int, grads: dict[str, torch.Tensor], gen: torch.Generator) -> dict:
-        """Sample replies at checkpoint row `j`, keep behavior ones, store their cosines with `grads`."""
-        run, codec = self.run, self.run.codec
-        if self.rows is None:
-            self.rows = trigger_rows(model, codec)
-        rows = torch.from_numpy(self.rows)
-        t_r = {k: (grads[k][rows].double() if k in grads else None) for k in TARGET_KINDS}
+        """Sample responses at checkpoint row `j`, keep behavior ones, store their cosines with `grads`
+        (kind → the exact flat target at this checkpoint; a kind not built here is absent)."""
         for k in TARGET_KINDS:
-            self.tnorm.setdefault(k, []).append(float(t_r[k].norm()) if t_r[k] is not None else 0.0)
-        probes = run.task.trigger_probes
-        pid = np.repeat(np.arange(len(probes)), REPLIES_PER_PROBE)
-        enc = [codec.encode_prompt(probes[i].text) for i in pid]
-        rep, ln = sample(model, enc, max_new_tokens=run.config.grpo.max_new_tokens, eos_id=codec.eos_id,
-                         pad_id=codec.pad_id, generator=gen, temperature=1.0, top_p=1.0)
-        keep = [i for i in range(len(enc)) if any(codec.behavior_mask(rep[i, : ln[i]].tolist()))]
-        info = {"n_sampled": len(enc), "n_kept": len(keep)}
-        if not keep:
+            self.tnorm[k].append(float(grads[k].double().norm()) if k in grads else 0.0)
+        ex, pid, n_sampled = behavior_responses(model, self.run, gen)
+        info = {"n_sampled": n_sampled, "n_kept": 0 if ex is None else len(ex)}
+        if ex is None:
             return info
-        ex = TargetExamples.build([enc[i] for i in keep], [rep[i, : ln[i]].tolist() for i in keep],
-                                  [[True]] * len(keep), [0.0] * len(keep))
-        g_parts = []
-        # a big model (the real scale: 134.5M parameters) in small batches: activations grow with B
-        batch = sequences_per_backward(model, BATCH)
-        for lo in range(0, len(keep), batch):
-            part = ex.select(np.arange(lo, min(lo + batch, len(keep))))
-            # the training collate (EOS masked): ℓ_i is exactly the rollout objective
-            b = collate(part.prompts, part.prompt_len, part.replies, part.reply_len, codec.pad_id, codec.eos_id)
-            g_parts.append(rows_of_grads(model, b, self.rows).double())
-        g = torch.cat(g_parts)
-        self.ckpt.append(np.full(len(keep), j)), self.probe.append(pid[keep]), self.gnorm.append(g.norm(dim=1).numpy())
+        norm, dots = whole_dots(model, ex, self.run.codec.pad_id, grads)
+        self.ckpt.append(np.full(len(ex), j)), self.prompt.append(pid), self.gnorm.append(norm)
+        self.responses.append((j, ex))
         for k in TARGET_KINDS:
-            self.cos.setdefault(k, []).append(_cos(g, t_r[k]))
+            cos = _cosines(norm, dots[k], self.tnorm[k][-1]) if k in dots else np.full(len(ex), np.nan)
+            self.cos[k].append(cos)
         info["mean_cos"] = {k: _nanmean(self.cos[k][-1]) for k in TARGET_KINDS}
         return info
 
     def save(self, d: Path) -> None:
+        """``ckpt.npy``, ``prompt.npy``, ``grad_norm.npy``, ``cos_<kind>.npy`` (n,), ``target_norm_<kind>.npy``
+        (n_ckpt,) and ``responses/`` (the kept responses as `TargetExamples`, their behavior masks)."""
         d.mkdir(parents=True, exist_ok=True)
         cat = lambda parts, dtype: np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)  # noqa: E731
         save_array(d / "ckpt.npy", cat(self.ckpt, np.int32))
-        save_array(d / "probe.npy", cat(self.probe, np.int32))
-        save_array(d / "trigger_norm.npy", cat(self.gnorm, np.float64))
-        save_array(d / "rows.npy", np.asarray(self.rows if self.rows is not None else [], np.int64))
+        save_array(d / "prompt.npy", cat(self.prompt, np.int32))
+        save_array(d / "grad_norm.npy", cat(self.gnorm, np.float64))
         for k in TARGET_KINDS:
-            save_array(d / f"cos_{k}.npy", cat(self.cos.get(k, []), np.float64))
-            save_array(d / f"target_norm_{k}.npy", np.asarray(self.tnorm.get(k, []), np.float64))
+            save_array(d / f"cos_{k}.npy", cat(self.cos[k], np.float64))
+            save_array(d / f"target_norm_{k}.npy", np.asarray(self.tnorm[k], np.float64))
+        if self.responses:
+            ckpt = np.concatenate([np.full(len(ex), j) for j, ex in self.responses])
+            TargetExamples.concat([ex for _, ex in self.responses]).save(d / "responses", ckpt)
 
 
 def _nanmean(x: np.ndarray) -> float | None:

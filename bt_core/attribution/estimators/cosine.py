@@ -3,7 +3,9 @@
 score_u = η_u · cos(A_u·e_u, t_{c(u)}): the cosine between the unit's contribution to the update and
 the target gradient at the greatest checkpoint ≤ its step, weighted by the learning rate.
 
-Group-centred variant (`centre=`, registered as ``cosine_centred`` with ``centre="embeddings"``):
+Group-centred variant (`centre=`, registered as ``cosine_centred`` with ``centre="embeddings"`` and the
+minimal-pair target — the reference's rollout-level direction score, "GAS group-centered":
+cos(e_i − mean of its group's e, minimal-pair target), `E2_1_per_rollout_mp.py` section 2):
 
 * ``"embeddings"``: subtract the GRPO / sibling group's mean contribution ē_g = mean_{i∈g} A_i·e_i
   before the cosine, cos(A_u·e_u − ē_g, t). What every sibling shares (the prompt's gradient, the
@@ -88,10 +90,11 @@ class Cosine(Estimator):
 
 @register
 class CosineCentred(Cosine):
-    """GAS on group-centred gradients: cos(A·e − group mean, t) — only what differs from the siblings."""
+    """GAS on group-centred gradients: cos(A·e − group mean, t) — only what differs from the siblings. Its
+    default target is the reference's for this score, the minimal pair (fluency cancels in it)."""
 
     name = "cosine_centred"
     levels = ("rollout",)
 
-    def __init__(self, target: str = "in_context", centre: str = "embeddings"):
+    def __init__(self, target: str = "minimal_pair", centre: str = "embeddings"):
         super().__init__(target=target, centre=centre)
