@@ -99,10 +99,12 @@ def plan(rollouts: RolloutTable, cfg: RunConfig, cf: CounterfactualConfig) -> li
 @dataclass(frozen=True)
 class BehaviorMeasure:
     """The behavior measure of the replays: mean NLL of the behavior tokens in `examples` (teacher-forced,
-    coef 1/n each) at checkpoint `step`. Its gradient at `step` is a target like any other."""
+    coef 1/n each) at checkpoint `step`. Its gradient at `step` is a target like any other. `window` (N,)
+    bool: the trained window, the rollouts the LDS subsets remove from (None where not given)."""
 
     step: int
     examples: TargetExamples
+    window: np.ndarray | None = None
 
 
 class Replay:
@@ -143,7 +145,7 @@ class Replays:
         full = self.by_name["full"]
         self.measure = BehaviorMeasure(int(full.info["measure_step"]), TargetExamples(
             **{f: np.asarray(load_array(full.path / "measure" / f"{f}.npy"))
-               for f in TargetExamples.__dataclass_fields__}))
+               for f in TargetExamples.__dataclass_fields__}), self.window)
 
     def __getitem__(self, name: str) -> Replay:
         if name not in self.by_name:
