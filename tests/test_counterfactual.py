@@ -260,6 +260,9 @@ def test_scorecard_markdown_has_the_lds_table():
     h, rows = lds_table({"records": [rec]})
     assert h == ["LDS [95% CI]", "seed 0"]
     assert [r[0] for r in rows][1:] == ["control: advantage", "surface baseline", "ceiling (step-count datamodel)"]
+    f.update(share=0.6, ceiling=0.8, ceiling_features="metagrad's LDS on the same subsets")
+    h, rows = lds_table({"records": [rec]})
+    assert rows[0][1].endswith("(60%)") and rows[-1][0] == "ceiling (metagrad's LDS on the same subsets)"
     assert rows[0][1].startswith("0.5") and rows[-1][1].startswith("0.4")
 
 
