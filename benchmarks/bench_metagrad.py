@@ -91,10 +91,10 @@ def measure(scale: str, seed: int, cache: str, what: str, repeats: int) -> dict:
     return out
 
 
-def bench_seed(scale: str, seed: int, cache: str, repeats: int) -> list[dict]:
+def bench_seed(scale: str, seed: int, cache: str, repeats: int, dtypes: tuple[str, ...]) -> list[dict]:
     rep = measure(scale, seed, cache, "replay", repeats)
     rows = []
-    for what in ("float64", "float32"):
+    for what in dtypes:
         mg = measure(scale, seed, cache, what, repeats)
         rows.append({"scale": scale, "seed": seed, "dtype": what, "n_params": mg["n_params"],
                      "steps": rep["steps"], "replay_cpu_s": round(min(rep["cpu"]), 3),
@@ -113,9 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2, help="runs of each; the fastest counts (default: 2)")
     p.add_argument("--bt-cache", default=os.environ.get("BEHAVIORTRACE_CACHE", ".bt_cache"),
                    help="artifact cache for the runs (default: $BEHAVIORTRACE_CACHE or ./.bt_cache)")
+    p.add_argument("--dtypes", nargs="+", default=["float64", "float32"], choices=["float64", "float32"],
+                   help="metagrad precisions to time (default: float64 float32)")
     p.add_argument("--json", metavar="PATH", default=None, help="also write the rows as JSON here")
     args = p.parse_args(argv)
-    rows = [r for seed in args.seeds for r in bench_seed(args.scale, seed, args.bt_cache, args.repeats)]
+    rows = [r for seed in args.seeds
+            for r in bench_seed(args.scale, seed, args.bt_cache, args.repeats, tuple(args.dtypes))]
     cols = list(rows[0])
     print(tabulate([[r[k] for k in cols] for r in rows], headers=cols))
     if args.json:
