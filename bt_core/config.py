@@ -253,7 +253,9 @@ class CounterfactualConfig:
     # M local subsets (the LDS the counterfactual item judges): each removes `local_fraction` of the trained
     # window, drawn from the window without its first step (checklist/counterfactual.py gives the figures
     # behind both choices: a half-window removal and the first AdamW update are far from first order)
-    n_local: int = 100  # ρ ≈ 0.5: 95% CI ±0.15 (above); the metagradient's ρ ≈ 0.95: ±0.02
+    # 50: with the 50 half-window subsets a seed replays 111 subsets, as many as before the local ones were
+    # added, so the suite's cold time does not grow; ρ ≈ 0.5 then has a 95% CI of ±0.2, ρ ≈ 0.95 of ±0.03
+    n_local: int = 50
     local_fraction: float = 0.05
     # held-out trigger probes of the behavior measure: trigger prompts from templates the GRPO pool never
     # uses (`Task.heldout_probes`), so the measure is the behavior, not the memory of a trained prompt
