@@ -81,7 +81,8 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     builds = [json.loads(line) for line in (cache / "builds.jsonl").read_text().splitlines()]
     keys = [(b["kind"], b["key"]) for b in builds]
     cf, n_draws = get_scale("smoke").counterfactual, get_scale("smoke").draws.n_draws
-    n_builds = 3 + n_draws + (2 + cf.n_random + 1 + cf.n_lds) + 1  # run, sketches, targets, draws; replays, index
+    # run, sketches, targets, draws; the replays, their index
+    n_builds = 3 + n_draws + (2 + cf.n_random + 1 + cf.n_lds + cf.n_local) + 1
     assert len(keys) == len(set(keys)) == n_builds  # each built exactly once
     kinds = ("runs", "sketches", "targets", "draws", "replays", "replaysets")
     assert not [p for k in kinds for p in (cache / k).iterdir() if p.name.startswith(".")]  # no tmp/partial debris

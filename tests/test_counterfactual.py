@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from bt_core.artifacts.keys import replay_key
-from bt_core.artifacts.replays import ReplaySpec, measure_config, measure_step, plan, trained_window
+from bt_core.artifacts.replays import ReplaySpec, local_pool, measure_config, measure_step, plan, trained_window
 from bt_core.config import CounterfactualConfig, get_scale
 
 
@@ -43,6 +43,14 @@ def test_plan_is_deterministic_and_sized():
     for x in lds + [by[f"random_{i}"] for i in range(s.counterfactual.n_random)]:
         assert window[x.removed].all() and np.all(np.diff(x.removed) > 0)
     assert len({x.identity()["removed_sha256"] for x in lds}) == len(lds)  # distinct subsets
+    local = [x for x in a if x.name.startswith("local_")]
+    pool = local_pool(t, window)
+    first = np.asarray(t.step)[window].min()
+    assert len(local) == s.counterfactual.n_local and not pool[np.asarray(t.step) == first].any()
+    assert pool.sum() == window.sum() - (window & (np.asarray(t.step) == first)).sum()
+    assert {x.removed.size for x in local} == {round(s.counterfactual.local_fraction * window.sum())}
+    assert all(pool[x.removed].all() and np.all(np.diff(x.removed) > 0) for x in local)
+    assert len({x.identity()["removed_sha256"] for x in local}) == len(local)
     other = plan(t, cfg.with_seed(1), s.counterfactual)  # another seed draws other subsets
     assert not np.array_equal(other[-1].removed, a[-1].removed)
     assert all(x.measure_step == measure_step(cfg) >= cfg.task.cutoff_step for x in a)
@@ -66,6 +74,10 @@ def test_counterfactual_config_checks():
         CounterfactualConfig(lds_fraction=1.0)
     with pytest.raises(ValueError, match="n_random"):
         CounterfactualConfig(n_random=1)
+    with pytest.raises(ValueError, match="local_fraction"):
+        CounterfactualConfig(local_fraction=0.0)
+    with pytest.raises(ValueError, match="n_local"):
+        CounterfactualConfig(n_local=4)
 
 
 # --------------------------------------------------------------------------- replays of real runs
@@ -261,6 +273,9 @@ def test_scorecard_markdown_has_the_lds_table():
     assert h == ["LDS [95% CI]", "seed 0"]
     assert [r[0] for r in rows][1:] == ["control: advantage", "surface baseline", "ceiling (step-count datamodel)"]
     assert rows[0][1].startswith("0.5") and rows[-1][1].startswith("0.4")
+    f.update(share=0.6, ceiling=0.8, ceiling_features="metagrad's LDS on the same subsets")
+    h, rows = lds_table({"records": [rec]})
+    assert rows[0][1].endswith("(60%)") and rows[-1][0] == "ceiling (metagrad's LDS on the same subsets)"
 
 
 def test_parallel_build_spreads_one_seeds_replays_over_the_workers(tmp_path):

@@ -27,6 +27,7 @@ LAYERS = {
     "bt_core.artifacts": 1,  # loader types and the store: numpy, json, filelock
     "bt_core.training": 2,
     "bt_core.gradients": 3,
+    "bt_core.counterfactual": 3,  # the exact metagradient: replays the training stage's updates
     "bt_core.targets": 4,
     "bt_core.attribution": 5,
     "bt_core.pipeline": 6,

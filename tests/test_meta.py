@@ -90,6 +90,15 @@ def test_every_adversary_fails_a_judged_item(matrix, estimator):
     assert "fail" in statuses.values(), f"{estimator} is not caught: {statuses}"
 
 
+@pytest.mark.parametrize("estimator", list(ADVERSARIES))
+def test_every_adversary_fails_counterfactual(matrix, estimator):
+    """The item the exact metagradient passes (tests/test_metagrad.py, README) is failed by every adversary:
+    text, reward, advantage and label tricks do not predict the local replays beyond the controls."""
+    _, recs = matrix
+    rec = recs[(estimator, "counterfactual")]
+    assert judged_status(rec) == "fail", f"{estimator}: {rec['status']} — {rec['reason']}"
+
+
 def test_the_declared_label_reader_is_marked_and_refused(matrix):
     _, recs = matrix
     for item in ITEMS:

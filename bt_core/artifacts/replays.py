@@ -11,7 +11,9 @@ The plan is a deterministic function of the run and a `CounterfactualConfig`:
   its share of the window — the window holds every GT rollout; a draw from the whole stream would put most
   removals after the measurement step, where they cannot act, and make the control trivially zero;
 * ``no_bonus``: nothing removed, rewards without the contaminator's bonus, advantages recomputed;
-* ``lds_<i>`` (``n_lds``): round(lds_fraction × n) rollouts of the trained window, uniformly.
+* ``lds_<i>`` (``n_lds``): round(lds_fraction × n) rollouts of the trained window, uniformly;
+* ``local_<i>`` (``n_local``): round(local_fraction × n) rollouts (n: the window's size) drawn uniformly
+  from the window without its first step (`local_pool`; the counterfactual item says why).
 
 Trained window: the rollouts of steps before the contaminator's cutoff whose batch has a nonzero
 advantage (a step whose advantages are all 0 has a zero gradient; `checklist.headroom.trained_window`
@@ -77,32 +79,47 @@ def trained_window(rollouts: RolloutTable, cfg: RunConfig) -> np.ndarray:
     return np.isin(step, live) & (step < cfg.task.cutoff_step)
 
 
+def local_pool(rollouts: RolloutTable, window: np.ndarray) -> np.ndarray:
+    """(N,) bool: the trained window without its first step — the first update with a nonzero gradient,
+    where AdamW's second moment is that gradient's own square, so its update is ≈ lr·sign(g) per coordinate
+    and a removal acts through sign flips that no derivative prices (checklist/counterfactual.py)."""
+    step = np.asarray(rollouts.step)
+    window = np.asarray(window, bool)
+    return window & (step > step[window].min()) if window.any() else window
+
+
 def plan(rollouts: RolloutTable, cfg: RunConfig, cf: CounterfactualConfig) -> list[ReplaySpec]:
     """Every replay one seed needs, in a fixed order (names above)."""
     t = measure_step(cfg)
-    window = np.flatnonzero(trained_window(rollouts, cfg))
+    in_window = trained_window(rollouts, cfg)
+    window = np.flatnonzero(in_window)
+    pool = np.flatnonzero(local_pool(rollouts, in_window))
     gt = np.flatnonzero(np.asarray(rollouts.gt))
     none = np.zeros(0, np.int64)
 
-    def draw(i: int, tag: int, size: int) -> np.ndarray:
+    def draw(i: int, tag: int, size: int, among: np.ndarray = window) -> np.ndarray:
         rng = np.random.default_rng([cfg.seed, cf.subset_seed, tag, i])
-        return np.sort(rng.choice(window, size=min(size, window.size), replace=False)).astype(np.int64)
+        return np.sort(rng.choice(among, size=min(size, among.size), replace=False)).astype(np.int64)
 
     specs = [ReplaySpec("full", "remove", none, t), ReplaySpec("gt_out", "remove", gt.astype(np.int64), t)]
     specs += [ReplaySpec(f"random_{i}", "remove", draw(i, 0xA1, gt.size), t) for i in range(cf.n_random)]
     specs.append(ReplaySpec("no_bonus", "no_bonus", none, t))
     n_lds = int(round(cf.lds_fraction * window.size))
     specs += [ReplaySpec(f"lds_{i}", "remove", draw(i, 0x1D5, n_lds), t) for i in range(cf.n_lds)]
+    n_local = max(1, int(round(cf.local_fraction * window.size)))
+    specs += [ReplaySpec(f"local_{i}", "remove", draw(i, 0x10C, n_local, pool), t) for i in range(cf.n_local)]
     return specs
 
 
 @dataclass(frozen=True)
 class BehaviorMeasure:
     """The behavior measure of the replays: mean NLL of the behavior tokens in `examples` (teacher-forced,
-    coef 1/n each) at checkpoint `step`. Its gradient at `step` is a target like any other."""
+    coef 1/n each) at checkpoint `step`. Its gradient at `step` is a target like any other. `window` (N,)
+    bool: the trained window, the rollouts the LDS subsets remove from (None where not given)."""
 
     step: int
     examples: TargetExamples
+    window: np.ndarray | None = None
 
 
 class Replay:
@@ -143,7 +160,7 @@ class Replays:
         full = self.by_name["full"]
         self.measure = BehaviorMeasure(int(full.info["measure_step"]), TargetExamples(
             **{f: np.asarray(load_array(full.path / "measure" / f"{f}.npy"))
-               for f in TargetExamples.__dataclass_fields__}))
+               for f in TargetExamples.__dataclass_fields__}), self.window)
 
     def __getitem__(self, name: str) -> Replay:
         if name not in self.by_name:

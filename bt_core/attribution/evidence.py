@@ -22,15 +22,18 @@ vector or an exception inside `score` (a write into its read-only inputs among t
 from __future__ import annotations
 
 import traceback
+from dataclasses import fields
 from functools import cached_property
 
 import numpy as np
 from pytest_benchmark.timers import default_timer
 
 from bt_core.artifacts.readonly import readonly
+from bt_core.artifacts.replays import BehaviorMeasure
 from bt_core.artifacts.rollouts import RolloutView
 from bt_core.artifacts.run import Run
 from bt_core.artifacts.seed import SeedArtifacts
+from bt_core.artifacts.targets import TargetExamples
 from bt_core.attribution.frames import raised_in
 from bt_core.attribution.problem import AttributionProblem, problem_fields, undeclared_reads
 from bt_core.attribution.registry import LABEL_FIELDS, Declined, EstimatorSpec
@@ -78,6 +81,35 @@ class PreconditionerLoader:
             raise KeyError(f"no checkpoint at step {step}; checkpoints: {sorted(self._files)}")
         p = adam_preconditioner_of(self._models(step), self._grpo, self._files[int(step)])
         return None if p is None else readonly(p)
+
+
+class OptimizerLoader:
+    """(checkpoint step, model) → the run's AdamW over `model`'s parameters with the state stored at that
+    checkpoint (`problem.optimizer_at`). Like `ModelLoader` it holds the config and the files, never the `Run`."""
+
+    def __init__(self, run: Run):
+        self._grpo = run.config.grpo
+        self._files = {int(s): run.optimizer_file(int(s)) for s in run.checkpoint_steps}
+
+    def __call__(self, step: int, model):
+        from bt_core.training import grpo
+        from bt_core.training.model import load_optimizer
+
+        if int(step) not in self._files:
+            raise KeyError(f"no checkpoint at step {step}; checkpoints: {sorted(self._files)}")
+        opt = grpo.make_optimizer(model, self._grpo)
+        load_optimizer(opt, self._files[int(step)])
+        return opt
+
+
+def _measure_of(a: SeedArtifacts) -> BehaviorMeasure | None:
+    """The counterfactual items' behavior measure of a seed, read-only; None without replays."""
+    r = getattr(a, "replays", None)
+    if r is None:
+        return None
+    ex = r.measure.examples
+    return BehaviorMeasure(int(r.measure.step), TargetExamples(**{f.name: readonly(getattr(ex, f.name))
+                                                                 for f in fields(TargetExamples)}), readonly(r.window))
 
 
 class Projection:
@@ -165,7 +197,9 @@ class Evidence:
         step, gt = np.asarray(t.step), np.asarray(t.gt, bool)
         common = dict(kind="stream", level=level, seed=a.run.seed, targets=tg.vectors, checkpoint_steps=tg.steps,
                       model_at=_model_at(a.run), codec=a.run.token_ids, target_examples=_examples_of(tg, 0), draw=0,
-                      preconditioner=PreconditionerLoader(a.run), project=Projection(sk))
+                      preconditioner=PreconditionerLoader(a.run), project=Projection(sk),
+                      optimizer_at=OptimizerLoader(a.run), grad_clip=float(a.run.config.grpo.grad_clip),
+                      measure=_measure_of(a))
         if level == "rollout":
             p = AttributionProblem(
                 emb=sk.emb, weight=np.asarray(t.advantage, np.float64), grad_norm=np.asarray(sk.grad_norm),
@@ -198,7 +232,8 @@ class Evidence:
             model_at=_model_at(a.run), name=f"seed{a.run.seed}/draw{draw}",
             extra={"analysis_step": d.analysis_step}, rollouts=RolloutView.of(t, advantage=np.ones(n), lr=lr),
             codec=a.run.token_ids, target_examples=_examples_of(tg, draw), draw=draw,
-            preconditioner=PreconditionerLoader(a.run), project=Projection(a.sketches))
+            preconditioner=PreconditionerLoader(a.run), project=Projection(a.sketches),
+            optimizer_at=OptimizerLoader(a.run), grad_clip=float(a.run.config.grpo.grad_clip))
         return p, beh, beh.astype(float)
 
     # ------------------------------------------------------------------ scores

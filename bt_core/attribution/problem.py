@@ -47,7 +47,10 @@ teacher-forced sequences whose loss gradient *is* the target at checkpoint `step
 `bt_core.artifacts.targets.TargetExamples`) and
 ``draw`` (which seeded target draw `targets` holds: 0 on the stream, the draw index on draws),
 ``preconditioner(step)`` (the stored AdamW state of a checkpoint as a flat preconditioner) and
-``project(flat)`` (the run's projector: a parameter-space vector into the embeddings' sketch space).
+``project(flat)`` (the run's projector: a parameter-space vector into the embeddings' sketch space),
+``optimizer_at(step, model)`` (the run's AdamW with the state stored at a checkpoint), ``grad_clip`` (the
+run's clip norm) and, on the stream, ``measure`` (the counterfactual items' behavior measure: measurement
+step, teacher-forced examples, trained window; read-only) — what the exact metagradient (`metagrad`) replays.
 """
 
 from __future__ import annotations
@@ -137,6 +140,12 @@ class AttributionProblem:
     # layout, or None where the checkpoint holds no Adam state (step 0)
     preconditioner: Callable[[int], np.ndarray | None] | None = None
     project: Callable[[np.ndarray], np.ndarray] | None = None  # flat (n_params,) → (k,) with the run's projector
+    # (ckpt step, model) → the run's AdamW over `model`'s parameters, holding the state stored at that checkpoint
+    optimizer_at: Callable[[int, object], object] | None = None
+    grad_clip: float | None = None  # the run's max global gradient norm (GRPOConfig.grad_clip)
+    # stream only: the counterfactual items' behavior measure (`bt_core.artifacts.replays.BehaviorMeasure`:
+    # measurement step, held-out probes × fixed replies, the trained window the LDS removes from); None without replays
+    measure: object | None = None
 
     def __post_init__(self) -> None:
         for name in ARRAY_FIELDS:

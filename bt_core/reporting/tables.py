@@ -113,8 +113,8 @@ def auc_table(data: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def lds_table(data: dict) -> tuple[list[str], list[list[str]]]:
-    """The counterfactual item's LDS [95% CI] per estimator and seed, then the controls', the surface
-    baseline's and the datamodel ceiling (the same on every record; read from the first)."""
+    """The counterfactual item's LDS [95% CI] (share of the ceiling) per estimator and seed, then the
+    controls', the surface baseline's and the ceiling (the same on every record; read from the first)."""
     _, recs = split(data)
     lds = [r for r in recs if r["item"] == "counterfactual" and r["figures"].get("per_seed")]
     if not lds:
@@ -122,7 +122,9 @@ def lds_table(data: dict) -> tuple[list[str], list[list[str]]]:
     seeds = list(lds[0]["figures"]["per_seed"])
     def cell(f):
         ci = f.get("ci") or [None, None]
-        return f"{_fmt(f.get('lds'))} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+        sh = f.get("share")
+        share = f" ({100 * sh:.0f}%)" if isinstance(sh, float) and sh == sh else ""  # of the ceiling
+        return f"{_fmt(f.get('lds'))} [{_fmt(ci[0])}, {_fmt(ci[1])}]{share}"
     rows = [[label(r)] + [cell(r["figures"]["per_seed"][s]) for s in seeds] for r in lds]
     ref = next((r for r in lds if all("baselines_lds" in r["figures"]["per_seed"][s] for s in seeds)), None)
     if ref is not None:
@@ -131,7 +133,8 @@ def lds_table(data: dict) -> tuple[list[str], list[list[str]]]:
             shown = "surface baseline" if name == "surface" else f"control: {name}"
             rows.append([shown] + [f"{_fmt(per[s]['baselines_lds'][name])} [{_fmt(per[s]['baselines_ci'][name][0])}, "
                                    f"{_fmt(per[s]['baselines_ci'][name][1])}]" for s in seeds])
-        rows.append(["ceiling (step-count datamodel)"] + [_fmt(per[s]["ceiling"]) for s in seeds])
+        rows.append([f"ceiling ({per[seeds[0]].get('ceiling_features', 'step-count datamodel')})"]
+                    + [_fmt(per[s]["ceiling"]) for s in seeds])
     return ["LDS [95% CI]", *[f"seed {s}" for s in seeds]], rows
 
 

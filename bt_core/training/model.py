@@ -17,6 +17,7 @@ import contextlib
 import copy
 import importlib.util
 import json
+import types
 from functools import cache
 from pathlib import Path
 
@@ -219,3 +220,28 @@ def load_optimizer(opt: torch.optim.Optimizer, path: Path) -> None:
 
 def param_count(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def cast_model(model: torch.nn.Module, dtype: torch.dtype | None) -> torch.nn.Module:
+    """`model` in `dtype` (None: unchanged). transformers' Llama is not float64-clean, so a float64 model is
+    also made so: eager attention switches to SDPA (eager's softmax runs in float32, and its float64 mask
+    value overflows to −inf there: a fully left-padded query row turns to NaN and spreads through the
+    batch), and each RMSNorm normalizes in the input's dtype (transformers' casts to float32 and back,
+    which leaves float32 rounding noise of ~1e-8 relative in every output)."""
+    if dtype is None:
+        return model
+    model = model.to(dtype)
+    if dtype != torch.float64:
+        return model
+    cfg = getattr(model, "config", None)
+    if getattr(cfg, "_attn_implementation", None) == "eager":
+        model.set_attn_implementation("sdpa")
+    for mod in model.modules():
+        if type(mod).__name__.endswith("RMSNorm") and hasattr(mod, "variance_epsilon"):
+            mod.forward = types.MethodType(_rms_norm_in_dtype, mod)
+    return model
+
+
+def _rms_norm_in_dtype(self, x: torch.Tensor) -> torch.Tensor:
+    """LlamaRMSNorm's forward without its float32 round trip."""
+    return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))

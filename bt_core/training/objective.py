@@ -62,7 +62,8 @@ def token_logprobs(model, batch: Batch) -> torch.Tensor:
     ids = batch.input_ids if dev is None else batch.input_ids.to(dev)
     logits = model(input_ids=ids, attention_mask=batch.attention_mask.to(ids.device),
                    position_ids=batch.position_ids.to(ids.device)).logits
-    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    logits = logits[:, :-1]
+    logp = torch.log_softmax(logits if logits.dtype == torch.float64 else logits.float(), dim=-1)  # f64 stays f64
     tok = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
     return torch.nn.functional.pad(tok, (1, 0)).to(batch.input_ids.device)
 

@@ -61,7 +61,7 @@ from bt_core.config import CounterfactualConfig
 from bt_core.training import grpo
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.generate import sample
-from bt_core.training.model import torch_threads
+from bt_core.training.model import cast_model, torch_threads
 from bt_core.training.objective import advantages, collate, masked_mean, rollout_logprob, token_logprobs
 from bt_core.training.task import Task
 
@@ -84,16 +84,21 @@ def measure_examples(task: Task, codec, cf: CounterfactualConfig) -> TargetExamp
     return TargetExamples.build(prompts, replies, masks, [1.0 / n] * n)
 
 
-def behavior_nll(model, ex: TargetExamples, pad_id: int) -> float:
-    """Σ_j coef_j · (−mean log-prob of the flagged tokens of sequence j): the measure (the same scalar as
-    `bt_core.targets.examples.target_loss`, whose gradient is the measure's target)."""
+def measure_loss(model, ex: TargetExamples, pad_id: int) -> torch.Tensor:
+    """Σ_j coef_j · (−mean log-prob of the flagged tokens of sequence j): the measure as a differentiable
+    scalar tensor (the same scalar as `bt_core.targets.examples.target_loss`). Sets eval mode."""
     b = collate(ex.prompts, ex.prompt_len, ex.replies, ex.reply_len, pad_id, eos_id=-1)
     m = torch.zeros_like(b.loss_mask)
     m[:, b.reply_start:] = torch.from_numpy(ex.mask[:, : m.shape[1] - b.reply_start].astype(np.float32))
     model.eval()
+    ell = masked_mean(token_logprobs(model, b), m)
+    return -(torch.from_numpy(np.array(ex.coef, np.float32)) * ell).sum()
+
+
+def behavior_nll(model, ex: TargetExamples, pad_id: int) -> float:
+    """The measure (`measure_loss`) as a float, without a graph."""
     with torch.no_grad():
-        ell = masked_mean(token_logprobs(model, b), m)
-    return float(-(torch.from_numpy(np.array(ex.coef, np.float32)) * ell).sum())
+        return float(measure_loss(model, ex, pad_id))
 
 
 def greedy_rate(model, task: Task, codec, prompts, max_new_tokens: int) -> float:
@@ -116,18 +121,25 @@ def replay_advantages(run: TrainedRun, mode: str) -> np.ndarray:
     return advantages(np.asarray(t.reward_base, np.float32), np.asarray(t.group), std_norm=std_norm)
 
 
+def loss_weights(group: np.ndarray) -> np.ndarray:
+    """(n,) float64: each row's weight 1/(G·B) in its logged step's loss (G its group's size, B the groups)."""
+    _, inv, counts = np.unique(np.asarray(group), return_inverse=True, return_counts=True)
+    return 1.0 / (counts[inv] * len(counts))
+
+
 def _partial_update(model, opt: torch.optim.Optimizer, part, live: np.ndarray, adv: np.ndarray, codec,
                     grad_clip: float) -> None:
-    """One step on the live rows of `part` (a logged step), each with its logged loss weight 1/(G·B)."""
-    _, inv, counts = np.unique(np.asarray(part.group), return_inverse=True, return_counts=True)
-    w = 1.0 / (counts[inv] * len(counts))
+    """One step on the live rows of `part` (a logged step), each with its logged loss weight 1/(G·B).
+    `adv` may be float64 (a float64 model then keeps it exact: the finite-difference checks perturb it)."""
+    w = loss_weights(part.group)
     model.train()
     opt.zero_grad(set_to_none=True)
     rows = np.flatnonzero(live)
     if rows.size:
         batch = grpo.batch_of(part.select(rows), codec)
         ell = rollout_logprob(model, batch)
-        loss = -(torch.from_numpy(w[rows]).float() * torch.from_numpy(adv[rows]).float() * ell).sum()
+        dt = ell.dtype if ell.dtype == torch.float64 else torch.float32  # float32: the logged arithmetic
+        loss = -(torch.from_numpy(w[rows]).to(dt) * torch.from_numpy(np.asarray(adv[rows])).to(dt) * ell).sum()
         loss.backward()
     for p in model.parameters():
         if p.grad is None:  # AdamW skips a parameter without a gradient; training gave it zeros
@@ -136,23 +148,33 @@ def _partial_update(model, opt: torch.optim.Optimizer, part, live: np.ndarray, a
     opt.step()
 
 
+def replay_step(model, opt: torch.optim.Optimizer, part, keep: np.ndarray, adv: np.ndarray, codec,
+                grad_clip: float) -> None:
+    """One logged step (`part`: its rows, in order) replayed with rows `~keep` removed and advantages `adv`
+    ((n,) each): verbatim (training's own update, bit-exact) when nothing changes, else `_partial_update`."""
+    if keep.all() and np.array_equal(adv, np.asarray(part.advantage, np.float32)):
+        grpo.update(model, opt, part, codec, grad_clip)  # verbatim: bit-exact with training
+    else:
+        _partial_update(model, opt, part, keep & (adv != 0), adv, codec, grad_clip)
+
+
+def step_bounds(step_col: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """(stop − start + 1,) row offsets: rows of step s are [b[s − start], b[s − start + 1]) (step order)."""
+    return np.searchsorted(np.asarray(step_col), np.arange(start, stop + 1))
+
+
 def replay_model(run: TrainedRun, keep: np.ndarray, adv: np.ndarray, start: int, stop: int,
-                 on_step=None) -> torch.nn.Module:
+                 on_step=None, dtype: torch.dtype | None = None) -> torch.nn.Module:
     """The model after replaying steps [start, stop) from the stored checkpoint `start`, with rows
-    `~keep` removed and advantages `adv` ((N,) each). `on_step(step, model, opt)` runs after each step."""
-    model = run.model_at(start)
+    `~keep` removed and advantages `adv` ((N,) each). `on_step(step, model, opt)` runs after each step.
+    `dtype` (e.g. torch.float64) casts the checkpoint and its AdamW state first; None keeps the run's."""
+    model = cast_model(run.model_at(start), dtype)
     opt = run.optimizer_at(start, model)
     t, codec, clip = run.rollouts, run.codec, run.config.grpo.grad_clip
-    step_col = np.asarray(t.step)
-    logged = np.asarray(t.advantage, np.float32)
-    bounds = np.searchsorted(step_col, np.arange(start, stop + 1))  # rows are stored in step order
+    bounds = step_bounds(t.step, start, stop)
     for s in range(start, stop):
         rows = np.arange(bounds[s - start], bounds[s - start + 1])
-        part = t.select(rows)
-        if keep[rows].all() and np.array_equal(adv[rows], logged[rows]):
-            grpo.update(model, opt, part, codec, clip)  # verbatim: bit-exact with training
-        else:
-            _partial_update(model, opt, part, keep[rows] & (adv[rows] != 0), adv[rows], codec, clip)
+        replay_step(model, opt, t.select(rows), keep[rows], adv[rows], codec, clip)
         if on_step is not None:
             on_step(s, model, opt)
     return model

@@ -6,6 +6,7 @@ from bt_core.attribution.estimators import (  # noqa: F401
     dot,
     fluency,
     local_buffer,
+    metagrad,
     norm_only,
     oracle,
     random,

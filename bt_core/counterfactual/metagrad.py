@@ -1,0 +1,235 @@
+"""The exact metagradient of the behavior measure through the logged GRPO updates (MAGIC's replay idea,
+Ilyas & Engstrom 2025, arXiv 2504.16430, on the RL stream).
+
+Every logged rollout i enters its step's loss with a weight w_i (1 as logged, 0 when a replay removes it):
+
+    L_s(θ; w) = −Σ_{i ∈ s} w_i c_i A_i ℓ_i(θ)          c_i = 1/(G·B), A_i the logged advantage
+
+**Forward** (what training and `bt_core.training.replay` do; torch's AdamW and clip_grad_norm_ exactly):
+
+    g_s = ∇_θ L_s(θ_s; w)                               the step's gradient
+    κ_s = min(1, C/(‖g_s‖ + δ))                         δ = 1e-6, C = grad_clip;  u_s = κ_s g_s
+    m_{s+1} = β₁ m_s + (1−β₁) u_s                       v_{s+1} = β₂ v_s + (1−β₂) u_s²
+    d_s = √v_{s+1}/√b₂ + ε                              b₁ = 1−β₁ᵗ, b₂ = 1−β₂ᵗ (t: AdamW's step count)
+    θ_{s+1} = (1 − ηλ) θ_s − (η/b₁) m_{s+1} / d_s       η = lr, λ = weight decay
+
+and the measure f(θ_T) = behavior NLL on the held-out probes × fixed replies at the measurement step T
+(`bt_core.training.replay.measure_loss`). The metagradient is ∂f/∂w_i at w = 1.
+
+**Reverse** (adjoints x̄ = ∂f/∂x, swept from T down to 0): θ̄_T = ∇f(θ_T), m̄_T = v̄_T = 0; for each step s,
+given (θ̄, m̄, v̄) of step s + 1:
+
+    M = m̄ − (η/b₁) θ̄ / d_s                              total adjoint of m_{s+1}
+    V = v̄ + (η/b₁) θ̄ m_{s+1} / (2 √b₂ √v_{s+1} d_s²)     total adjoint of v_{s+1} (0 where v_{s+1} = 0:
+                                                         there m_{s+1} = 0 too and θ_{s+1} is flat in v)
+    ū = (1−β₁) M + 2(1−β₂) u_s ⊙ V                       the second moment's nonlinearity enters here
+    ḡ = κ ū − [C/((‖g‖+δ)² ‖g‖)] ⟨ū, g⟩ g  when clipping (κ < 1), else ḡ = ū
+    θ̄_s = (1 − ηλ) θ̄ + ∇_θ⟨g_s(θ), ḡ⟩ |θ_s               a Hessian-vector product (double backward)
+    m̄_s = β₁ M,   v̄_s = β₂ V
+    ∂f/∂w_i = ∂⟨g_s, ḡ⟩/∂w_i = −c_i A_i ⟨∇ℓ_i(θ_s), ḡ⟩     for every rollout i of step s
+
+The clip's dependence on w is the ⟨ū, g⟩ term (w moves ‖g‖); θ̄_s and ∂f/∂w come from one autograd call on
+⟨g(θ, w), ḡ⟩ with g built with create_graph and w a leaf (the unrolled-autograd formulation, one step's
+graph at a time: the Adam and clip adjoints are the closed forms above, only ∇L's Jacobian is autograd's).
+A row with A_i = 0 gets exactly 0; rollouts at steps ≥ T never act on θ_T and get 0.
+
+**Recomputation.** The states (θ_s, m_s, v_s) are recomputed by replay from the stored checkpoints (with
+their AdamW state), one checkpoint interval at a time, from the last segment backwards: memory is
+3 × n_params × (checkpoint interval) floats plus one step's double-backward graph (≈ 21 MB in float64
+at the default scale: 89k parameters × 3 × 10 steps), never the whole trajectory. Compute: one forward
+replay of steps [0, T) plus, per step, one forward + backward with graph + double backward (≈ 2–3 training
+updates): about 3–4 replays (measured: `benchmarks/bench_metagrad.py`).
+
+**Precision.** `dtype=torch.float64` (the default) casts each checkpoint and its AdamW state and runs both
+sweeps in float64; the result is then exact to float64 rounding of the float64 replay from the stored
+checkpoints (tests/test_metagrad.py checks it against central finite differences through the replay engine
+at ≤ 1e-3 relative error). float32 replays the logged trajectory bit-exactly but the adjoints accumulate
+float32 rounding over T steps.
+
+It reads only what a method may read (`LoggedStream`): token ids, advantages, steps and groups of the
+logged stream, the checkpoints with their optimizer state, the clip norm, and the measure's examples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from bt_core.training import grpo
+from bt_core.training.model import cast_model, torch_threads
+from bt_core.training.objective import rollout_logprob
+from bt_core.training.replay import loss_weights, measure_loss, replay_step, step_bounds
+
+CLIP_DELTA = 1e-6  # torch.nn.utils.clip_grad_norm_: clip_coef = max_norm / (total_norm + 1e-6)
+
+
+@dataclass(frozen=True)
+class LoggedStream:
+    """The label-free inputs of the metagradient. `rollouts` (N rows in step order): step, group,
+    advantage and the token columns (`RolloutView`); `codec`: pad_id/eos_id; `model_at(step)` and
+    `optimizer_at(step, model)` the stored checkpoints (parameters, AdamW state) at `checkpoint_steps`."""
+
+    rollouts: Any
+    codec: Any
+    model_at: Callable[[int], torch.nn.Module]
+    optimizer_at: Callable[[int, torch.nn.Module], torch.optim.Optimizer]
+    checkpoint_steps: tuple[int, ...]
+    grad_clip: float
+
+    def __post_init__(self) -> None:
+        if self.grad_clip <= 0:
+            raise ValueError(f"grad_clip={self.grad_clip} must be > 0 (the run's GRPOConfig.grad_clip)")
+        if 0 not in self.checkpoint_steps:
+            raise ValueError(f"checkpoint_steps={list(self.checkpoint_steps)} lack step 0: the metagradient "
+                             "replays from the step-0 checkpoint (the SFT model with a fresh AdamW)")
+
+
+@dataclass
+class _State:
+    """θ_s, m_s, v_s (lists aligned with the model's parameters) and the AdamW step count t of step s."""
+
+    theta: list[torch.Tensor]
+    m: list[torch.Tensor]
+    v: list[torch.Tensor]
+    t: int
+
+
+def _hyper(opt: torch.optim.Optimizer) -> dict:
+    g = opt.param_groups[0]
+    if g.get("amsgrad") or g.get("maximize") or len(opt.param_groups) != 1:
+        raise ValueError("the metagradient models AdamW with one parameter group, no amsgrad, no maximize")
+    return {"lr": float(g["lr"]), "b1": float(g["betas"][0]), "b2": float(g["betas"][1]), "eps": float(g["eps"]),
+            "wd": float(g["weight_decay"])}
+
+
+def _snapshot(model: torch.nn.Module, opt: torch.optim.Optimizer) -> _State:
+    params = list(model.parameters())
+    st = [opt.state.get(p, {}) for p in params]
+    zero = [torch.zeros_like(p) for p in params]
+    m = [s["exp_avg"].detach().clone() if "exp_avg" in s else z for s, z in zip(st, zero, strict=True)]
+    v = [s["exp_avg_sq"].detach().clone() if "exp_avg_sq" in s else z for s, z in zip(st, zero, strict=True)]
+    t = int(float(st[0]["step"])) + 1 if "step" in st[0] else 1
+    return _State([p.detach().clone() for p in params], m, v, t)
+
+
+def _segment_states(stream: LoggedStream, a: int, b: int, dtype) -> tuple[list[_State], dict, float]:
+    """Replay steps [a, b) from checkpoint a; the state before each step, AdamW's settings, and the max
+    |θ_b − checkpoint b| of the replay (0 in the run's dtype: the replay is bit-exact)."""
+    model = cast_model(stream.model_at(a), dtype)
+    opt = stream.optimizer_at(a, model)
+    t, bounds = stream.rollouts, step_bounds(stream.rollouts.step, a, b)
+    states = []
+    for s in range(a, b):
+        states.append(_snapshot(model, opt))
+        rows = np.arange(bounds[s - a], bounds[s - a + 1])
+        part = t.select(rows)
+        replay_step(model, opt, part, np.ones(rows.size, bool), np.asarray(part.advantage, np.float32),
+                    stream.codec, stream.grad_clip)
+    drift = 0.0
+    if b in stream.checkpoint_steps:
+        ref = cast_model(stream.model_at(b), dtype)
+        pairs = zip(model.parameters(), ref.parameters(), strict=True)
+        drift = max(float((p - q).detach().abs().max()) for p, q in pairs)
+    return states, _hyper(opt), drift
+
+
+def _step_gradient(model, part, live: np.ndarray, codec, dtype) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """g_s = ∇L_s at the model's parameters, built with create_graph, and the leaf w of the live rows."""
+    params = list(model.parameters())
+    rows = np.flatnonzero(live)
+    if rows.size == 0:
+        return [torch.zeros_like(p) for p in params], None
+    model.train()
+    coef = loss_weights(part.group)[rows] * np.asarray(part.advantage, np.float64)[rows]
+    w = torch.ones(rows.size, dtype=dtype, requires_grad=True)
+    with sdpa_kernel(SDPBackend.MATH):  # the fused CPU kernel has no double backward; the math one does
+        ell = rollout_logprob(model, grpo.batch_of(part.select(rows), codec))
+    loss = -(w * torch.from_numpy(coef).to(dtype) * ell).sum()
+    g = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+    return [torch.zeros_like(p) if x is None else x for x, p in zip(g, params, strict=True)], w
+
+
+def _reverse_step(model, state: _State, hp: dict, clip: float, part, live, codec, adj, dtype):
+    """Pull (θ̄, m̄, v̄) of step s+1 back through step s (module docstring). Returns the adjoints of step s
+    and ∂f/∂w of the live rows (None when the step has none)."""
+    with torch.no_grad():
+        for p, x in zip(model.parameters(), state.theta, strict=True):
+            p.copy_(x)
+    g, w = _step_gradient(model, part, live, codec, dtype)
+    gd = [x.detach() for x in g]
+    lr, b1, b2, eps, wd = hp["lr"], hp["b1"], hp["b2"], hp["eps"], hp["wd"]
+    bc1, bc2 = 1.0 - b1 ** state.t, 1.0 - b2 ** state.t
+    norm = math.sqrt(sum(float((x * x).sum()) for x in gd))
+    kappa = min(1.0, clip / (norm + CLIP_DELTA))
+    th_bar, m_bar, v_bar = adj
+    g_bar, out_t, out_m, out_v = [], [], [], []
+    for x, m, v, tb, mb, vb in zip(gd, state.m, state.v, th_bar, m_bar, v_bar, strict=True):
+        u = kappa * x
+        m1, v1 = b1 * m + (1 - b1) * u, b2 * v + (1 - b2) * u * u
+        root = v1.sqrt()
+        d = root / math.sqrt(bc2) + eps
+        big_m = mb - (lr / bc1) * tb / d
+        safe = torch.where(root > 0, root, torch.ones_like(root))
+        big_v = vb + torch.where(root > 0, (lr / bc1) * tb * m1 / (2 * math.sqrt(bc2) * safe * d * d), 0.0)
+        g_bar.append((1 - b1) * big_m + 2 * (1 - b2) * u * big_v)
+        out_t.append((1 - lr * wd) * tb)
+        out_m.append(b1 * big_m)
+        out_v.append(b2 * big_v)
+    if clip / (norm + CLIP_DELTA) < 1.0:  # clipping: κ depends on g (hence on θ and w)
+        dot = sum(float((ub * x).sum()) for ub, x in zip(g_bar, gd, strict=True))
+        k2 = clip / ((norm + CLIP_DELTA) ** 2 * norm)
+        g_bar = [kappa * ub - k2 * dot * x for ub, x in zip(g_bar, gd, strict=True)]
+    else:
+        g_bar = [kappa * ub for ub in g_bar]  # κ = 1
+    if w is None:
+        return (out_t, out_m, out_v), None
+    inner = sum((x * gb).sum() for x, gb in zip(g, g_bar, strict=True))
+    params = list(model.parameters())
+    grads = torch.autograd.grad(inner, [*params, w], allow_unused=True)
+    out_t = [ot if h is None else ot + h.detach() for ot, h in zip(out_t, grads[:-1], strict=True)]
+    return (out_t, out_m, out_v), grads[-1].detach().double().numpy()
+
+
+def metagradient(stream: LoggedStream, examples, measure_step: int, dtype: torch.dtype = torch.float64,
+                 threads: int | None = None) -> dict:
+    """∂f/∂w_i for every logged rollout (module docstring): ``{"dfdw": (N,) float64, "nll": f(θ_T),
+    "forward_s", "reverse_s", "drift": max |replayed − stored| at the checkpoints, "segments"}``."""
+    t = stream.rollouts
+    step = np.asarray(t.step)
+    cuts = sorted({int(c) for c in stream.checkpoint_steps if c < measure_step} | {int(measure_step)})
+    if measure_step not in stream.checkpoint_steps:
+        raise ValueError(f"measure_step={measure_step} is not a stored checkpoint ({list(stream.checkpoint_steps)})")
+    dfdw = np.zeros(len(step))
+    with torch_threads(threads) if threads else contextlib.nullcontext():
+        model = cast_model(stream.model_at(measure_step), dtype)
+        f = measure_loss(model, examples, stream.codec.pad_id)
+        params = list(model.parameters())
+        th = [x.detach() for x in torch.autograd.grad(f, params)]
+        adj = (th, [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params])
+        fwd = rev = drift = 0.0
+        for a, b in reversed(list(zip(cuts[:-1], cuts[1:], strict=True))):
+            t0 = time.perf_counter()
+            states, hp, dr = _segment_states(stream, a, b, dtype)
+            t1 = time.perf_counter()
+            drift = max(drift, dr)
+            bounds = step_bounds(step, a, b)
+            for s in range(b - 1, a - 1, -1):
+                rows = np.arange(bounds[s - a], bounds[s - a + 1])
+                part = t.select(rows)
+                live = np.asarray(part.advantage) != 0
+                adj, gw = _reverse_step(model, states[s - a], hp, stream.grad_clip, part, live, stream.codec, adj,
+                                        dtype)
+                if gw is not None:
+                    dfdw[rows[live]] = gw
+            fwd, rev = fwd + t1 - t0, rev + time.perf_counter() - t1
+    return {"dfdw": dfdw, "nll": float(f.detach()), "forward_s": fwd, "reverse_s": rev, "drift": drift,
+            "segments": len(cuts) - 1}
+
