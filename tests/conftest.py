@@ -65,3 +65,16 @@ def check_outcomes():
         assert o.get("errors", 0) == 0, o
 
     return check
+
+
+@pytest.fixture
+def suite(pytester, smoke_artifacts, smoke_cache):
+    """Run the installed suite in-process in a fresh pytester directory holding no test (a suite option brings
+    it in), at the smoke scale on the session's smoke cache (or `cache=`). The module asking for it enables
+    pytester (`pytest_plugins = ["pytester"]`)."""
+
+    def run(*args, cache=smoke_cache):
+        return pytester.runpytest_inprocess("--scale=smoke", f"--bt-cache={cache}", "--bt-workers=1",
+                                            "-p", "no:cacheprovider", *args)
+
+    return run

@@ -26,15 +26,6 @@ N_ITEMS = len(ESTIMATOR_ITEMS)
 MAG = ("-k", "magnitude_control")  # one cheap estimator item where the verdict itself does not matter
 
 
-@pytest.fixture
-def suite(pytester, smoke_artifacts, smoke_cache):
-    def run(*args):
-        return pytester.runpytest_inprocess("--scale=smoke", f"--bt-cache={smoke_cache}", "--bt-workers=1",
-                                            "-p", "no:cacheprovider", *args)
-
-    return run
-
-
 def _card(pytester, name="scorecard.json") -> dict:
     return json.loads((pytester.path / name).read_text())
 

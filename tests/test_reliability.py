@@ -223,16 +223,6 @@ def test_run_of_another_config_is_never_reused(smoke_scale, smoke_artifacts, tmp
 
 
 # --------------------------------------------------------------------------- the pytest plugin
-@pytest.fixture
-def suite(pytester, smoke_artifacts, smoke_cache):
-
-    def run(*args, cache=smoke_cache):
-        return pytester.runpytest_inprocess("--scale=smoke", f"--bt-cache={cache}", "--bt-workers=1",
-                                            "-p", "no:cacheprovider", *args)
-
-    return run
-
-
 def test_damaged_cache_is_one_clear_session_error(suite, smoke_cache, tmp_path):
     cache = tmp_path / "cache"
     shutil.copytree(smoke_cache, cache)

@@ -27,17 +27,6 @@ N_LABEL_ITEMS = N_ITEMS - 1
 pytest_plugins = ["pytester"]
 
 
-@pytest.fixture
-def suite(pytester, smoke_artifacts, smoke_cache):
-    """Run the installed suite in a fresh directory holding no test: a suite option brings it in."""
-
-    def run(*args):
-        return pytester.runpytest_inprocess("--scale=smoke", f"--bt-cache={smoke_cache}", "--bt-workers=1",
-                                            "-p", "no:cacheprovider", *args)
-
-    return run
-
-
 def test_oracle_passes_every_item(suite, pytester, check_outcomes):
     res = suite("--estimator=oracle", *NOT_LDS)
     check_outcomes(res, passed=N_LABEL_ITEMS)
