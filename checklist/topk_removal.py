@@ -46,6 +46,16 @@ Rule, fixed with its reasoning before any top-k replay was looked at, on every s
    Δ, not greater, and the rule fails it without a special case.
 
 A seed without replays, or whose random removals differ in size from |GT|, is invalid-setup.
+
+**What it measured** (after the rule was fixed; the rule is unchanged). At default, k = |GT| is ~25% of the
+window, and the top of the measure saturates: every set holding most of GT moves the NLL by 12–17 nats.
+The advantage, signed_norm and surface top-|GT| (89–100% GT) match or exceed leave-GT-out itself by up to
+0.5 nats, so the oracle fails (seed 0: GT 16.29, surface 16.30) and only seeds where a method removes
+*more* than GT pass (seed 4 for most gradient methods, seeds 0 and 4 for dot/tracincp); `metagrad` passes
+none (ΔNLL 12.3/5.9/13.6/12.5/12.3 against GT 16.3/15.4/16.5/17.0/12.6). At this k the item separates the
+behavior-blind (random, fluency: −0.21 to 0.18) from everything else, not gradient methods from the
+controls; a smaller k (the top few percent) is the candidate where the saturation does not bind — not
+adopted here, since that would move a rule after its verdicts were seen.
 """
 
 from __future__ import annotations
