@@ -28,7 +28,7 @@ from behaviortrace.checklist.setup import attach_caveats, gate, gate_targets
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import VALIDATION_ESTIMATORS, EstimatorSpec
-from bt_core.reporting.scorecard import Status, Verdict, num
+from bt_core.reporting.scorecard import Status, Verdict, num, worst_status
 
 SeedFn = Callable[[EstimatorSpec, Evidence, int, int], dict]
 
@@ -106,7 +106,7 @@ def _seed_verdict(name, evaluate_seed, spec, evidence, headline, extra, margin) 
     summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items())
     invalid = [s for s, r in per_seed.items() if r["status"] == Status.INVALID_SETUP]
     failing = [s for s, r in per_seed.items() if r["status"] != Status.PASS]
-    status = Status.INVALID_SETUP if invalid else (Status.FAIL if failing else Status.PASS)
+    status = worst_status(r["status"] for r in per_seed.values())
     m = margin_record(per_seed, margin) if margin else {}
     short = seed_short(status, per_seed, m)
     if invalid:

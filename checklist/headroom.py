@@ -35,7 +35,7 @@ from behaviortrace.checklist._common import level_scores, seed_verdict
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.metrics import ceiling_precision, chance, precision_at_k, random_spread
-from bt_core.reporting.scorecard import Verdict
+from bt_core.reporting.scorecard import FAIL_FIRST, Status, Verdict, worst_status
 
 NAME = "headroom"
 TITLE = "recovers at least half of the headroom (ceiling − chance) inside the trained window, at both levels"
@@ -74,7 +74,8 @@ def judge_level(scores: np.ndarray, labels: np.ndarray, setup: dict) -> dict:
     prec = precision_at_k(scores, labels)
     out = {**setup, "precision": prec, "share": (prec - setup["chance"]) / setup["headroom"]
            if setup["headroom"] > 0 else float("nan"), "margin": prec - setup["bar"]}
-    out["status"] = "invalid-setup" if not setup["valid"] else ("pass" if prec > setup["bar"] else "fail")
+    out["status"] = (Status.INVALID_SETUP if not setup["valid"]
+                     else Status.PASS if prec > setup["bar"] else Status.FAIL)
     return out
 
 
@@ -92,26 +93,26 @@ def window_setup(evidence: Evidence, seed: int) -> dict:
 
 
 def _why(level: str, f: dict) -> str:
-    if f["status"] == "invalid-setup":
+    if f["status"] == Status.INVALID_SETUP:
         return (f"{level}: no room — ceiling − chance {fmt(f['headroom'])} ≤ random's spread {fmt(f['spread'])} "
                 "(invalid-setup)")
     return (f"{level}: precision {fmt(f['precision'])} vs bar {fmt(f['bar'])} (chance {fmt(f['chance'])}, ceiling "
-            f"{fmt(f['ceiling'])}, share {fmt(f['share'])} of the headroom)" + ("" if f["status"] == "pass" else " ✗"))
+            f"{fmt(f['ceiling'])}, share {fmt(f['share'])} of the headroom)"
+            + ("" if f["status"] == Status.PASS else " ✗"))
 
 
 def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
     w = trained_window(evidence, seed)
     ws = window_setup(evidence, seed)
     if ws["gt"] == 0:
-        return {**ws, "status": "invalid-setup", "why": "no GT rollout inside the trained window",
+        return {**ws, "status": Status.INVALID_SETUP, "why": "no GT rollout inside the trained window",
                 "margin": float("nan"), "chance_margin": float("nan")}
     labels = np.asarray(evidence.artifacts[seed].run.rollouts.gt, bool)[w]
     out = {"n": ws["n"], "gt": ws["gt"]}
     for level in ("rollout", "step"):
         scores, how = level_scores(spec, evidence, seed, level)
         out[level] = {**judge_level(scores[w], labels, ws[level]), "scores": how}
-    statuses = {out[lv]["status"] for lv in ("rollout", "step")}
-    status = "fail" if "fail" in statuses else ("invalid-setup" if "invalid-setup" in statuses else "pass")
+    status = worst_status((out[lv]["status"] for lv in ("rollout", "step")), FAIL_FIRST)  # a failing level fails
     r = out["rollout"]
     return {**out, "precision": r["precision"], "chance": r["chance"], "bar": r["bar"], "status": status,
             "margin": min(out[lv]["margin"] for lv in ("rollout", "step")),
