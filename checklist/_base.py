@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from behaviortrace.checklist.controls import role
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
@@ -59,7 +58,7 @@ def spec_record(spec: EstimatorSpec, evidence: Evidence) -> dict:
     its role (control, validation or method)."""
     rec = {"name": spec.name, "origin": spec.origin, "params": evidence.settings(spec),
            "levels": list(spec.levels), "reads_labels": spec.reads_labels,
-           "role": role(spec.name, spec.origin, spec.reads_labels)}
+           "role": spec.role}
     if spec.reads_labels:
         rec["validation_only"] = LABEL_MARK
     return rec

@@ -26,8 +26,9 @@ import numpy as np
 from behaviortrace.checklist._base import failure_verdict, spec_record
 from behaviortrace.checklist.setup import attach_caveats, gate, gate_targets
 
+from bt_core.attribution import catalog
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
-from bt_core.attribution.registry import VALIDATION_ESTIMATORS, EstimatorSpec
+from bt_core.attribution.registry import EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict, num, worst_status
 
 SeedFn = Callable[[EstimatorSpec, Evidence, int, int], dict]
@@ -75,9 +76,10 @@ def refuse_label_reader(v: Verdict, spec: EstimatorSpec) -> Verdict:
     quoting what the item's rule gives (`rule_status`)."""
     if not spec.reads_labels or spec.builtin_validation:
         return v
+    admitted = [s.name for s in catalog.available() if s.builtin_validation]
     return Verdict(v.item, v.estimator, Status.FAIL,
                    f"refused: {spec.name!r} reads the labels (needs {list(spec.needs)}) — validation only, it "
-                   f"cannot pass a gate; only the built-in validation estimator(s) {list(VALIDATION_ESTIMATORS)} "
+                   f"cannot pass a gate; only the built-in validation estimator(s) {admitted} "
                    f"may. The item's rule gives {str(v.status).upper()}: {v.reason}",
                    {**v.figures, "rule_status": str(v.status), "refused": "reads labels"}, v.estimator_spec,
                    f"refused: reads labels; rule {str(v.status).upper()}: {v.short}", v.margin)

@@ -28,6 +28,9 @@ class Status(StrEnum):
 
 
 STATUSES = tuple(s.value for s in Status)
+# an estimator's role, recorded as estimator_spec.role (`Estimator.role` declares it); also the display
+# order of the estimator groups
+ROLES = ("method", "control", "validation")
 # "Worst status wins": the precedence that combines several statuses (seeds, draws, items) into one.
 # Evidence that cannot test the item outranks a failure: a verdict over seeds is invalid-setup if any seed
 # is, else fail if any seed fails. `FAIL_FIRST` is the order within one seed where a failing part is the
