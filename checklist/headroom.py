@@ -115,7 +115,7 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     return {**out, "precision": r["precision"], "chance": r["chance"], "bar": r["bar"], "status": status,
             "margin": min(out[lv]["margin"] for lv in ("rollout", "step")),
             "versus": {f"the bar ({lv})": {"value": out[lv]["margin"], "ci": None} for lv in ("rollout", "step")
-                       if out[lv]["status"] != "invalid-setup"},
+                       if out[lv]["status"] != Status.INVALID_SETUP},
             "chance_margin": r["precision"] - r["chance"],
             "why": f"{_why('rollout', r)}; {_why('step', out['step'])}"}
 

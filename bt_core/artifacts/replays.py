@@ -77,12 +77,13 @@ def trained_window(rollouts: RolloutTable, cfg: RunConfig) -> np.ndarray:
 
     The reference's rule is "nonzero steps before the cutoff", a step being nonzero when its gradient
     embedding has ‖e‖ > 1e-6 × the median nonzero norm (PAPER_NOTES "Metrics"). The GRPO loss the
-    sketches and the replays differentiate (`training.objective.grpo_loss`) is Σ A·log π with no KL term, so a step's gradient is exactly 0 when every advantage of its batch is (all
-    groups flat) and, in practice, nowhere near 0 otherwise: the two rules select the same steps (every seed
-    of the smoke and default caches: over all sketched steps, every all-zero-advantage step has norm
-    exactly 0 and every other is ≥ 0.29 × the median; `tests/test_counterfactual.py` checks it). This
-    form is used because it is exact (no threshold), is read from the run alone (no sketch, no projector,
-    so it is the same window whatever the sketch config and wherever the replays were not built)."""
+    sketches and the replays differentiate (`training.objective.grpo_loss`) is Σ A·log π with no KL term,
+    so a step's gradient is exactly 0 when every advantage of its batch is (all groups flat) and, in
+    practice, nowhere near 0 otherwise: the two rules select the same steps
+    (every seed of the smoke and default caches: over all sketched steps, every all-zero-advantage step has
+    norm exactly 0 and every other is ≥ 0.29 × the median; `tests/test_counterfactual.py` checks it).
+    This form is used because it is exact (no threshold) and read from the run alone (no sketch, no
+    projector), so it is the same window whatever the sketch config and where no replays were built."""
     step = np.asarray(rollouts.step)
     live = np.unique(step[np.asarray(rollouts.advantage) != 0])
     return np.isin(step, live) & (step < cfg.task.cutoff_step)
