@@ -21,6 +21,8 @@ from behaviortrace.benchmarks.fidelity_reference import P2_NEAR_CHANCE
 from behaviortrace.benchmarks.fidelity_reference import cells as reference_cells
 from tabulate import tabulate
 
+from bt_core.attribution import catalog
+
 # The reference column: its per-seed results file, read with each finding's rule (`fidelity_reference`)
 REFERENCE = reference_cells()
 TITLES = {"P1": "P1 magnitude (step level)", "P2": "P2 headroom (trained window, step level)",
@@ -29,7 +31,11 @@ TITLES = {"P1": "P1 magnitude (step level)", "P2": "P2 headroom (trained window,
 METHODS = ("cosine", "cosine_centred", "dot", "tracincp", "trak", "tracin_adam")  # built-in targeted methods
 STEP_METHODS = ("cosine", "trak", "tracincp")  # the reference's P1 configuration: step-level GAS, TRAK, TracInCP
 GAS = "cosine_centred"  # the reference's rollout-level direction score: GAS group-centred, minimal-pair target
-BUILTINS = (*METHODS, "local_buffer", "norm_only", "random", "fluency", "oracle")
+# the built-ins whose verdicts the agreement counts: the methods above, the local buffer, and every built-in
+# control and validation estimator, read from their classes' `role` (not metagrad: built only with replays)
+ROLE_ORDER = ("control", "validation")
+BUILTINS = (*METHODS, "local_buffer",
+            *(s.name for r in ROLE_ORDER for s in catalog.available() if s.origin == "builtin" and s.role == r))
 
 
 def _rng(values) -> str:

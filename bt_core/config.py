@@ -22,6 +22,10 @@ FORMAT_VERSION = 6  # 2: hooks per-example gradients, block-wise CountSketch; 3:
 # backend field, recalibrated default task (issue 3); 5: runs hold token_ids.json, coverage names pieces;
 # 6: task variant + probe_samples, pretrained models by package, chunked coverage fidelity (issue 13)
 
+# sampled behavior rate (trigger probes) that makes a checkpoint "saturated": the analysis checkpoint of
+# the draws (`DrawConfig.saturation`), the run summary's `saturation_step` and fluency_control's validity
+# check all read this one constant (reference: 0.8, PAPER_NOTES P5)
+SATURATION = 0.8
 SCENARIOS = ("reference", "task_reward", "no_std_norm")
 VARIANTS = ("synthetic", "subword", "natural")
 BACKENDS = ("native", "trl")
@@ -228,7 +232,7 @@ class DrawConfig:
     repeats: int = 3  # cycles over the prompts (reference: 6; more groups → tighter cluster CIs)
     temperature: float = 0.9  # sampling temperature (reference: 0.9)
     top_p: float = 0.95  # nucleus (reference: 0.95)
-    saturation: float = 0.8  # analysis checkpoint: first whose sampled behavior rate reaches this
+    saturation: float = SATURATION  # analysis checkpoint: first whose sampled behavior rate reaches this
 
     def __post_init__(self) -> None:
         _check(self.n_draws >= 1, f"n_draws={self.n_draws} must be ≥ 1")

@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from behaviortrace.checklist.controls import role
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.reporting.render import LABEL_MARK  # shown beside every record of a label-reading estimator
-from bt_core.reporting.scorecard import Status, Verdict
+from bt_core.reporting.scorecard import Status, Verdict, worst_status
 
 GATES = ("all", "targets", "none")
 
@@ -59,7 +58,7 @@ def spec_record(spec: EstimatorSpec, evidence: Evidence) -> dict:
     its role (control, validation or method)."""
     rec = {"name": spec.name, "origin": spec.origin, "params": evidence.settings(spec),
            "levels": list(spec.levels), "reads_labels": spec.reads_labels,
-           "role": role(spec.name, spec.origin, spec.reads_labels)}
+           "role": spec.role}
     if spec.reads_labels:
         rec["validation_only"] = LABEL_MARK
     return rec
@@ -92,7 +91,7 @@ def setup_verdict(name: str, per_seed: dict[int, dict], extra: dict | None = Non
     failing = [s for s, r in per_seed.items() if r["status"] != Status.PASS]
     summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items())
     figures = {"per_seed": per_seed, **(extra or {})}
-    if failing:
+    if worst_status(r["status"] for r in per_seed.values()) is not Status.PASS:  # a setup check passes or fails
         short = f"fails on seed {', '.join(map(str, failing))}: {per_seed[failing[0]]['why']}"
         return Verdict(name, "setup", Status.FAIL, f"fails on seed(s) {failing} — {summary}", figures, short=short)
     return Verdict(name, "setup", Status.PASS, summary, figures, short=f"holds on all {len(per_seed)} seed(s)")

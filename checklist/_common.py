@@ -26,9 +26,10 @@ import numpy as np
 from behaviortrace.checklist._base import failure_verdict, spec_record
 from behaviortrace.checklist.setup import attach_caveats, gate, gate_targets
 
+from bt_core.attribution import catalog
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
-from bt_core.attribution.registry import VALIDATION_ESTIMATORS, EstimatorSpec
-from bt_core.reporting.scorecard import Status, Verdict, num
+from bt_core.attribution.registry import EstimatorSpec
+from bt_core.reporting.scorecard import Status, Verdict, num, worst_status
 
 SeedFn = Callable[[EstimatorSpec, Evidence, int, int], dict]
 
@@ -75,9 +76,10 @@ def refuse_label_reader(v: Verdict, spec: EstimatorSpec) -> Verdict:
     quoting what the item's rule gives (`rule_status`)."""
     if not spec.reads_labels or spec.builtin_validation:
         return v
+    admitted = [s.name for s in catalog.available() if s.builtin_validation]
     return Verdict(v.item, v.estimator, Status.FAIL,
                    f"refused: {spec.name!r} reads the labels (needs {list(spec.needs)}) — validation only, it "
-                   f"cannot pass a gate; only the built-in validation estimator(s) {list(VALIDATION_ESTIMATORS)} "
+                   f"cannot pass a gate; only the built-in validation estimator(s) {admitted} "
                    f"may. The item's rule gives {str(v.status).upper()}: {v.reason}",
                    {**v.figures, "rule_status": str(v.status), "refused": "reads labels"}, v.estimator_spec,
                    f"refused: reads labels; rule {str(v.status).upper()}: {v.short}", v.margin)
@@ -106,7 +108,7 @@ def _seed_verdict(name, evaluate_seed, spec, evidence, headline, extra, margin) 
     summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items())
     invalid = [s for s, r in per_seed.items() if r["status"] == Status.INVALID_SETUP]
     failing = [s for s, r in per_seed.items() if r["status"] != Status.PASS]
-    status = Status.INVALID_SETUP if invalid else (Status.FAIL if failing else Status.PASS)
+    status = worst_status(r["status"] for r in per_seed.values())
     m = margin_record(per_seed, margin) if margin else {}
     short = seed_short(status, per_seed, m)
     if invalid:

@@ -38,7 +38,7 @@ from behaviortrace.checklist import emergence
 from behaviortrace.checklist._base import Item, fmt, setup_verdict
 
 from bt_core.attribution.evidence import Evidence
-from bt_core.reporting.scorecard import Verdict
+from bt_core.reporting.scorecard import Status, Verdict
 
 NAME = "causal_gt"
 TITLE = "removing the GT rollouts removes the behavior beyond random removals; no bonus, no behavior"
@@ -69,7 +69,7 @@ def seed_figures(replays) -> dict:
             "s_b_drop_no_bonus": replays.delta_s_b("no_bonus"), "s_b_no_bonus": nb.s_b,
             "s_b_probes_no_bonus": nb_s_b, "n_gt_removed": int(replays["gt_out"].removed.size),
             "gt_beyond_random": ok_gt, "no_bonus_below_bar": ok_nb,
-            "status": "pass" if ok_gt and ok_nb else "fail", "why": why}
+            "status": Status.PASS if ok_gt and ok_nb else Status.FAIL, "why": why}
 
 
 def evaluate_setup(evidence: Evidence) -> Verdict:
@@ -77,7 +77,7 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
         per_seed = {}
         for seed, a in evidence.artifacts.items():
             if getattr(a, "replays", None) is None:
-                per_seed[seed] = {"status": "fail", "why": "no counterfactual replays were built for this seed"}
+                per_seed[seed] = {"status": Status.FAIL, "why": "no counterfactual replays were built for this seed"}
             else:
                 per_seed[seed] = seed_figures(a.replays)
         return setup_verdict(NAME, per_seed, {"z": Z, "s_b_max_no_bonus": emergence.S_B_MIN, "reference": REFERENCE})

@@ -35,7 +35,8 @@ draws nothing can beat it (it is the label), so the draw items (fluency_control,
 agreement with a text-visible label. Only a counterfactual check (retraining without what a method ranks
 first: the LDS item) separates attribution from surface reading.
 
-**Built-in controls as estimators** (`norm_only`, `random`, `fluency`, see `ROLES`). They are judged by the
+**Built-in controls as estimators** (`norm_only`, `random`, `fluency`: their classes declare
+``role = "control"``, read through `EstimatorSpec.role`). They are judged by the
 same rules as any method and are not failed by fiat: a verdict is a statement about a score vector, and a
 control is one. Where an item compares an estimator with a control, the control compared with itself gives
 a difference of exactly 0 in every resample (CI lower bound 0, not > 0) or an equal AUC (not above), so
@@ -55,16 +56,7 @@ from bt_core.artifacts.rollouts import behavior_in_replies
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.problem import AttributionProblem
 
-# The roles of the built-in estimators (recorded in every scorecard row as estimator_spec.role)
-CONTROL_ESTIMATORS = ("norm_only", "random", "fluency")
 SURFACE = "surface"
-
-
-def role(name: str, origin: str, reads_labels: bool) -> str:
-    """'validation' (reads the labels), 'control' (a built-in control) or 'method'."""
-    if reads_labels:
-        return "validation"
-    return "control" if origin == "builtin" and name in CONTROL_ESTIMATORS else "method"
 
 
 def _per_step(problem_step: AttributionProblem, rollout_values: np.ndarray) -> np.ndarray:

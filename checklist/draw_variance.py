@@ -22,7 +22,7 @@ from behaviortrace.checklist.seed_variance import judge_spread
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
-from bt_core.reporting.scorecard import Status, Verdict
+from bt_core.reporting.scorecard import Status, Verdict, worst_status
 
 NAME = "draw_variance"
 TITLE = "fluency-control verdict holds on every draw, and the across-draw mean clears the bar with its spread"
@@ -65,9 +65,10 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
     judgements = {f["judged"] for f in per_seed.values()}
     shown = (spread_short(per_seed, lambda s: f"seed {s} draws"),
              spread_margin(per_seed, "mean fluency-control margin over draws (t 95% CI)", "max(0.5, norm_only)"))
-    if "invalid-setup" in judgements:
+    status = worst_status(judgements)
+    if status is Status.INVALID_SETUP:
         return Verdict(NAME, spec.name, Status.INVALID_SETUP, f"unusable draws — {summary}", figures, rec, *shown)
-    if "fail" in judgements:
+    if status is Status.FAIL:
         return Verdict(NAME, spec.name, Status.FAIL, summary, figures, rec, *shown)
     return Verdict(NAME, spec.name, Status.PASS, f"holds on all {n_draws} draws of every seed — {summary}",
                    figures, rec, *shown)

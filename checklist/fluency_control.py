@@ -37,6 +37,7 @@ from behaviortrace.checklist._common import seed_verdict
 
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.registry import EstimatorSpec
+from bt_core.config import SATURATION  # sampled behavior rate that makes a checkpoint "saturated"
 from bt_core.metrics import (
     group_bootstrap_ci,
     matched_pair_auc,
@@ -45,14 +46,13 @@ from bt_core.metrics import (
     residualize_bins,
     within_group_auc,
 )
-from bt_core.reporting.scorecard import Verdict
+from bt_core.reporting.scorecard import Status, Verdict
 
 NAME = "fluency_control"
 TITLE = "survives the fluency control (residualized within-group AUC) and beats fluency's own AUC"
 HEADLINE = "auc"  # figure compared against a baseline scorecard (--scorecard-compare)
 CI_LOWER = 0.5  # CI lower bound must exceed this
 CI_MAX_WIDTH = 0.15  # and the CI must be at most this wide
-SATURATION = 0.8  # sampled behavior rate that makes a checkpoint "saturated"
 CALIPER = 0.10  # nats: fluency-matched pairs
 MIN_MATCHED = 30  # matched-pair AUC is shown only when this many pairs exist
 N_BOOT = 10_000  # cluster-bootstrap resamples of the AUC (groups resampled; vectorized)
@@ -103,11 +103,11 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
             f"raw AUC {fmt(out['raw_auc'])} vs fluency's {fmt(out['fluency_auc'])} (Δ CI lower "
             f"{fmt(vs_flu['ci_lo'])}); surface {fmt(surface_auc)} (reported)")
     if rate < SATURATION:
-        return {**out, "status": "invalid-setup",
+        return {**out, "status": Status.INVALID_SETUP,
                 "why": f"checkpoint {p.extra['analysis_step']} is not saturated "
                        f"(sampled rate {fmt(rate)} < {SATURATION})"}
     if est["pairs"] == 0:
-        return {**out, "status": "invalid-setup",
+        return {**out, "status": Status.INVALID_SETUP,
                 "why": "no sibling group holds both behavior and non-behavior replies"}
     why = []
     if not est["ci_lo"] > CI_LOWER:
@@ -118,7 +118,7 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
         why.append(f"not above {CONTROL}")
     if not vs_flu["ci_lo"] > 0:
         why.append("does not beat fluency itself")
-    return {**out, "status": "fail" if why else "pass", "why": head + (" — " + ", ".join(why) if why else ""),
+    return {**out, "status": Status.FAIL if why else Status.PASS, "why": head + (" — " + ", ".join(why) if why else ""),
             "short": ", ".join(why)}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from behaviortrace.checklist._base import Item, fmt, setup_verdict
 
 from bt_core.attribution.evidence import Evidence
-from bt_core.reporting.scorecard import Verdict
+from bt_core.reporting.scorecard import Status, Verdict
 
 NAME = "gt_minority"
 TITLE = "the ground truth is a nonempty minority of the rollouts"
@@ -22,8 +22,8 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
         n, gt = a.run.summary["n_rollouts"], a.run.summary["gt_size"]
         frac = gt / n
         ok = 0 < gt and frac < MAX_FRACTION
-        per_seed[seed] = {"gt_size": gt, "n_rollouts": n, "gt_fraction": frac, "status": "pass" if ok else "fail",
-                          "why": f"|GT| {gt} of {n} ({fmt(frac)})"}
+        per_seed[seed] = {"gt_size": gt, "n_rollouts": n, "gt_fraction": frac,
+                          "status": Status.PASS if ok else Status.FAIL, "why": f"|GT| {gt} of {n} ({fmt(frac)})"}
     return setup_verdict(NAME, per_seed, {"max_fraction": MAX_FRACTION})
 
 

@@ -1,9 +1,10 @@
 """Checklist item 2 — headroom (reference finding P2).
 
-Inside the trained window (steps with a nonzero batch gradient, ‖∇L_s‖ > 1e-6 × the median nonzero norm,
-before the contaminator's cutoff) the fixture leaves ceiling − chance to be found: at rollout level the
-ceiling is 1 (a perfect method finds every GT rollout); at step level it is the best precision reachable
-when all rollouts of a step tie (the reference's P2 quantity, ≈ 0.11 above chance there).
+Inside the trained window (steps with a nonzero batch gradient before the contaminator's cutoff:
+`bt_core.artifacts.replays.trained_window`, the window the replays' LDS subsets are drawn from) the
+fixture leaves ceiling − chance to be found: at rollout level the ceiling is 1 (a perfect method finds every
+GT rollout); at step level it is the best precision reachable when all rollouts of a step tie (the
+reference's P2 quantity, ≈ 0.11 above chance there).
 
 Rule, on every seed and at both levels (scores per level as in `_common.level_scores`):
 
@@ -32,15 +33,15 @@ import numpy as np
 from behaviortrace.checklist._base import Item, fmt
 from behaviortrace.checklist._common import level_scores, seed_verdict
 
+from bt_core.artifacts import replays
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.metrics import ceiling_precision, chance, precision_at_k, random_spread
-from bt_core.reporting.scorecard import Verdict
+from bt_core.reporting.scorecard import FAIL_FIRST, Status, Verdict, worst_status
 
 NAME = "headroom"
 TITLE = "recovers at least half of the headroom (ceiling − chance) inside the trained window, at both levels"
 HEADLINE = "precision"  # figure compared against a baseline scorecard (--scorecard-compare)
-NONZERO_REL = 1e-6  # a step is "trained" if its gradient norm exceeds this × the median nonzero norm
 SPREAD_QUANTILE = 0.95  # random's spread: this quantile of random precision − chance
 SHARE = 0.5  # share of (ceiling − chance) an estimator must recover (see the module docstring)
 N_PERM = 10_000  # random step orders behind the step-level spread
@@ -48,13 +49,10 @@ MARGIN = "precision@|GT| − the bar (chance + max(½ headroom, random's spread)
 
 
 def trained_window(evidence: Evidence, seed: int) -> np.ndarray:
-    """Boolean mask over the stream's rollouts: nonzero-gradient steps before the cutoff."""
-    a = evidence.artifacts[seed]
-    norms = np.asarray(a.sketches.step_norm, float)
-    nz = norms[norms > 0]
-    trained_steps = np.asarray(a.sketches.steps)[norms > NONZERO_REL * (np.median(nz) if nz.size else 0.0)]
-    step = np.asarray(a.run.rollouts.step)
-    return np.isin(step, trained_steps) & (step < a.run.config.task.cutoff_step)
+    """Boolean mask over the stream's rollouts: nonzero-gradient steps before the cutoff (the replays'
+    definition, which says why it is read from the advantages)."""
+    run = evidence.artifacts[seed].run
+    return replays.trained_window(run.rollouts, run.config)
 
 
 def level_setup(labels: np.ndarray, blocks: np.ndarray | None, seed: int) -> dict:
@@ -74,7 +72,8 @@ def judge_level(scores: np.ndarray, labels: np.ndarray, setup: dict) -> dict:
     prec = precision_at_k(scores, labels)
     out = {**setup, "precision": prec, "share": (prec - setup["chance"]) / setup["headroom"]
            if setup["headroom"] > 0 else float("nan"), "margin": prec - setup["bar"]}
-    out["status"] = "invalid-setup" if not setup["valid"] else ("pass" if prec > setup["bar"] else "fail")
+    out["status"] = (Status.INVALID_SETUP if not setup["valid"]
+                     else Status.PASS if prec > setup["bar"] else Status.FAIL)
     return out
 
 
@@ -92,38 +91,38 @@ def window_setup(evidence: Evidence, seed: int) -> dict:
 
 
 def _why(level: str, f: dict) -> str:
-    if f["status"] == "invalid-setup":
+    if f["status"] == Status.INVALID_SETUP:
         return (f"{level}: no room — ceiling − chance {fmt(f['headroom'])} ≤ random's spread {fmt(f['spread'])} "
                 "(invalid-setup)")
     return (f"{level}: precision {fmt(f['precision'])} vs bar {fmt(f['bar'])} (chance {fmt(f['chance'])}, ceiling "
-            f"{fmt(f['ceiling'])}, share {fmt(f['share'])} of the headroom)" + ("" if f["status"] == "pass" else " ✗"))
+            f"{fmt(f['ceiling'])}, share {fmt(f['share'])} of the headroom)"
+            + ("" if f["status"] == Status.PASS else " ✗"))
 
 
 def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
     w = trained_window(evidence, seed)
     ws = window_setup(evidence, seed)
     if ws["gt"] == 0:
-        return {**ws, "status": "invalid-setup", "why": "no GT rollout inside the trained window",
+        return {**ws, "status": Status.INVALID_SETUP, "why": "no GT rollout inside the trained window",
                 "margin": float("nan"), "chance_margin": float("nan")}
     labels = np.asarray(evidence.artifacts[seed].run.rollouts.gt, bool)[w]
     out = {"n": ws["n"], "gt": ws["gt"]}
     for level in ("rollout", "step"):
         scores, how = level_scores(spec, evidence, seed, level)
         out[level] = {**judge_level(scores[w], labels, ws[level]), "scores": how}
-    statuses = {out[lv]["status"] for lv in ("rollout", "step")}
-    status = "fail" if "fail" in statuses else ("invalid-setup" if "invalid-setup" in statuses else "pass")
+    status = worst_status((out[lv]["status"] for lv in ("rollout", "step")), FAIL_FIRST)  # a failing level fails
     r = out["rollout"]
     return {**out, "precision": r["precision"], "chance": r["chance"], "bar": r["bar"], "status": status,
             "margin": min(out[lv]["margin"] for lv in ("rollout", "step")),
             "versus": {f"the bar ({lv})": {"value": out[lv]["margin"], "ci": None} for lv in ("rollout", "step")
-                       if out[lv]["status"] != "invalid-setup"},
+                       if out[lv]["status"] != Status.INVALID_SETUP},
             "chance_margin": r["precision"] - r["chance"],
             "why": f"{_why('rollout', r)}; {_why('step', out['step'])}"}
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
     return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE, margin=MARGIN,
-                        extra={"share": SHARE, "spread_quantile": SPREAD_QUANTILE, "nonzero_rel": NONZERO_REL})
+                        extra={"share": SHARE, "spread_quantile": SPREAD_QUANTILE})
 
 
 ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P2", headline=HEADLINE)

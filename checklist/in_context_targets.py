@@ -34,7 +34,7 @@ from __future__ import annotations
 from behaviortrace.checklist._base import Item, fmt, setup_verdict
 
 from bt_core.attribution.evidence import Evidence
-from bt_core.reporting.scorecard import Verdict
+from bt_core.reporting.scorecard import Status, Verdict
 
 NAME = "in_context_targets"
 TITLE = "the in-context target aligns with the behavior-token gradient (gates target-reading estimators)"
@@ -60,7 +60,7 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
                        + ("" if good else " ✗") + f"; constructed {fmt(co.mean)} [{fmt(co.ci_lo)}, {fmt(co.ci_hi)}]")
         per_seed[seed] = {"alignment": rows[0], "per_draw": rows, "constructed_aligns": aligns,
                           "analysis_step": a.draws[0].analysis_step,
-                          "status": "pass" if ok else "fail", "why": "; ".join(why)}
+                          "status": Status.PASS if ok else Status.FAIL, "why": "; ".join(why)}
     finding = (f"finding (not a gate): the constructed target's CI upper bound is ≥ {CONSTRUCTED_MAX} on "
                f"{sum(findings)} of {len(findings)} (seed, draw)" if any(findings) else
                f"finding (not a gate): the constructed target stays below {CONSTRUCTED_MAX} on every seed and draw, "

@@ -57,7 +57,7 @@ from bt_core.metrics import (
     precision_resamples,
     resample_counts,
 )
-from bt_core.reporting.scorecard import Verdict
+from bt_core.reporting.scorecard import Status, Verdict
 
 NAME = "magnitude_control"
 TITLE = "beats every target-free control (advantage, signed and unsigned gradient size, reply text) at both levels"
@@ -138,7 +138,7 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     r["step"] = level_figures(spec, evidence, seed, "step")
     judged = [c for f in (r, r["step"]) for c in f["controls"].values() if c["judged"]]
     ok = all(c["beats"] for c in judged)
-    return {**r, "status": "pass" if ok else "fail",
+    return {**r, "status": Status.PASS if ok else Status.FAIL,
             "margin": min((c["diff"] for c in judged), default=float("nan")),
             "versus": {f"{n} ({lv})": {"value": c["diff"], "ci": [c["ci_lo"], c["ci_hi"]]}
                        for lv, f in zip(LEVELS, (r, r["step"]), strict=True)

@@ -28,7 +28,7 @@ from behaviortrace.checklist._common import judged, seed_results, spread_margin,
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.metrics import t_mean_ci
-from bt_core.reporting.scorecard import Status, Verdict
+from bt_core.reporting.scorecard import Status, Verdict, worst_status
 
 NAME = "seed_variance"
 TITLE = "verdicts hold on every seed, and the across-seed mean clears each bar with its spread"
@@ -47,7 +47,7 @@ def judge_spread(statuses: dict, margins: dict, chance_margins: dict) -> dict:
            "margin_spread": spread(list(margins.values())), "mean_margin_ci": [lo, hi],
            "flips": [u for u, st in statuses.items() if st != majority]}
     if invalid:
-        return {**out, "judged": "invalid-setup", "problems": [f"unusable on {invalid}"]}
+        return {**out, "judged": Status.INVALID_SETUP, "problems": [f"unusable on {invalid}"]}
     problems = []
     bad = [u for u, st in statuses.items() if st != Status.PASS]
     if bad:
@@ -57,7 +57,7 @@ def judge_spread(statuses: dict, margins: dict, chance_margins: dict) -> dict:
     low = [u for u, c in chance_margins.items() if not c > 0]
     if low:
         problems.append(f"at or below chance on {low}")
-    return {**out, "judged": "fail" if problems else "pass", "problems": problems}
+    return {**out, "judged": Status.FAIL if problems else Status.PASS, "problems": problems}
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
@@ -85,9 +85,10 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
     judgements = {f["judged"] for n, f in figures.items() if n != "seeds"}
     spreads = {n: f for n, f in figures.items() if n != "seeds"}
     shown = (spread_short(spreads, str), spread_margin(spreads, "per-seed margin of the item (its own units)"))
-    if "invalid-setup" in judgements:
+    status = worst_status(judgements)
+    if status is Status.INVALID_SETUP:
         return Verdict(NAME, spec.name, Status.INVALID_SETUP, "; ".join(lines), figures, rec, *shown)
-    if "fail" in judgements:
+    if status is Status.FAIL:
         return Verdict(NAME, spec.name, Status.FAIL, "; ".join(lines), figures, rec, *shown)
     return Verdict(NAME, spec.name, Status.PASS, f"every item holds on all {len(evidence.seeds)} seeds — "
                    + "; ".join(lines), figures, rec, *shown)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from behaviortrace.checklist._base import Item, setup_verdict
 
 from bt_core.attribution.evidence import Evidence
-from bt_core.reporting.scorecard import Verdict
+from bt_core.reporting.scorecard import Status, Verdict
 
 NAME = "sketch_coverage"
 TITLE = "the gradient sketch covers the trigger and behavior parameters"
@@ -28,7 +28,8 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
         fid = cov["fidelity"]
         ok = cov["ok"] and rep["replay_max_abs_diff"] <= REPLAY_TOL
         per_seed[seed] = {"coverage_ok": cov["ok"], "token_rows": cov["token_rows"], "fidelity": fid,
-                          "replay_max_abs_diff": rep["replay_max_abs_diff"], "status": "pass" if ok else "fail",
+                          "replay_max_abs_diff": rep["replay_max_abs_diff"],
+                          "status": Status.PASS if ok else Status.FAIL,
                           "why": f"{cov['projector']} k={cov['k']}: {rows}; mean |Δcos| {fid['mean_abs_cos_err']} "
                                  f"(tol {fid['tolerance']}); replay max |Δθ| {rep['replay_max_abs_diff']:.1e}"}
     return setup_verdict(NAME, per_seed, {"replay_tol": REPLAY_TOL})

@@ -298,3 +298,23 @@ def test_parallel_build_spreads_one_seeds_replays_over_the_workers(tmp_path):
     for name in par.replays.by_name:
         figures = [(a.replays[name].path / "replay.json").read_text() for a in (par, ser)]
         assert figures[0] == figures[1]
+
+
+def test_headroom_and_the_replays_judge_the_same_trained_window(smoke_evidence):
+    """One trained window: headroom's is the replays' (`window.npy`, where the LDS subsets come from), and
+    it selects the steps of the reference's rule, ‖e‖ > 1e-6 × the median nonzero step norm before the
+    cutoff (PAPER_NOTES "Metrics"), read from the sketched exact step gradients."""
+    from behaviortrace.checklist import headroom
+
+    for seed, a in smoke_evidence.artifacts.items():
+        w = headroom.trained_window(smoke_evidence, seed)
+        assert w.any() and np.array_equal(w, np.asarray(a.replays.window, bool))
+        norms, steps = np.asarray(a.sketches.step_norm, float), np.asarray(a.sketches.steps)
+        nz = norms[norms > 0]
+        live = steps[norms > 1e-6 * np.median(nz)]
+        step = np.asarray(a.run.rollouts.step)
+        assert np.array_equal(w, np.isin(step, live) & (step < a.run.config.task.cutoff_step)), seed
+        # the step rules agree on every sketched step, the cutoff aside: the smoke runs have flat steps
+        # (all advantages 0; after the cutoff here), so this compares them where they could differ
+        flat = np.setdiff1d(steps, step[np.asarray(a.run.rollouts.advantage) != 0])
+        assert flat.size and np.array_equal(np.setdiff1d(steps, live), flat), seed

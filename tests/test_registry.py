@@ -44,3 +44,46 @@ def test_bad_level_rejected():
     with pytest.raises(ValueError, match="unknown level"):
         register(Weird)
     assert "weird_levels_test" not in registry._REGISTRY
+
+
+def test_roles_come_from_the_estimator_classes():
+    """One definition of the roles: each class's `role`, read by the registry (what the scorecard records and
+    which label reader is admitted), by the checklist's spec record and by the fidelity script."""
+    from behaviortrace.benchmarks import fidelity
+    from behaviortrace.checklist._base import spec_record
+
+    from bt_core.attribution.catalog import available
+
+    builtin = {s.name: s for s in available() if s.origin == "builtin"}
+    assert {n for n, s in builtin.items() if s.role == "control"} == {"norm_only", "random", "fluency"}
+    assert [n for n, s in builtin.items() if s.builtin_validation] == ["oracle"]
+    assert {"cosine", "trak", "local_buffer", "metagrad"} <= {n for n, s in builtin.items() if s.role == "method"}
+    assert all(builtin[m].role == "method" for m in fidelity.METHODS)
+    assert set(fidelity.BUILTINS) - set(fidelity.METHODS) - {"local_buffer"} == \
+        {n for n, s in builtin.items() if s.role in ("control", "validation")}
+
+    class FakeEvidence:
+        def settings(self, spec):
+            return {}
+
+    assert spec_record(builtin["norm_only"], FakeEvidence())["role"] == "control"
+
+
+def test_a_plugin_cannot_declare_itself_a_control_or_validation():
+    class Sly(Estimator):
+        name, role, needs = "sly_control", "control", ()
+
+    class SlyOracle(Estimator):
+        name, role, needs = "sly_oracle", "validation", ("labels",)
+
+    assert registry._spec_from(Sly, None, "plugin:sly").role == "method"
+    spec = registry._spec_from(SlyOracle, None, "plugin:sly")
+    assert spec.role == "validation" and not spec.builtin_validation  # reads labels, yet refused as a gate
+
+
+def test_unknown_role_rejected():
+    class Odd(Estimator):
+        name, role = "odd_role", "judge"
+
+    with pytest.raises(ValueError, match="role='judge'"):
+        registry._spec_from(Odd, None, "builtin")

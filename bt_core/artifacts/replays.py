@@ -15,9 +15,9 @@ The plan is a deterministic function of the run and a `CounterfactualConfig`:
 * ``local_<i>`` (``n_local``): round(local_fraction × n) rollouts (n: the window's size) drawn uniformly
   from the window without its first step (`local_pool`; the counterfactual item says why).
 
-Trained window: the rollouts of steps before the contaminator's cutoff whose batch has a nonzero
-advantage (a step whose advantages are all 0 has a zero gradient; `checklist.headroom.trained_window`
-uses the same definition through the sketched gradient norm). The measurement step is the first
+Trained window (`trained_window`, the one definition: the LDS subsets draw from it, the pipeline writes it
+to ``window.npy`` and the headroom item judges inside it): the rollouts of steps before the contaminator's
+cutoff whose batch has a nonzero advantage. The measurement step is the first
 checkpoint at or after the cutoff: every GT rollout and every window rollout acts before it.
 
 A replay directory (``replays/<key>``, the key hashes the run's key, the subset's identity and the
@@ -73,7 +73,17 @@ def measure_step(cfg: RunConfig) -> int:
 
 
 def trained_window(rollouts: RolloutTable, cfg: RunConfig) -> np.ndarray:
-    """(N,) bool: rollouts of steps before the cutoff whose batch has a nonzero advantage."""
+    """(N,) bool: rollouts of steps before the cutoff whose batch has a nonzero advantage.
+
+    The reference's rule is "nonzero steps before the cutoff", a step being nonzero when its gradient
+    embedding has ‖e‖ > 1e-6 × the median nonzero norm (PAPER_NOTES "Metrics"). The GRPO loss the
+    sketches and the replays differentiate (`training.objective.grpo_loss`) is Σ A·log π with no KL term,
+    so a step's gradient is exactly 0 when every advantage of its batch is (all groups flat) and, in
+    practice, nowhere near 0 otherwise: the two rules select the same steps
+    (every seed of the smoke and default caches: over all sketched steps, every all-zero-advantage step has
+    norm exactly 0 and every other is ≥ 0.29 × the median; `tests/test_counterfactual.py` checks it).
+    This form is used because it is exact (no threshold) and read from the run alone (no sketch, no
+    projector), so it is the same window whatever the sketch config and where no replays were built."""
     step = np.asarray(rollouts.step)
     live = np.unique(step[np.asarray(rollouts.advantage) != 0])
     return np.isin(step, live) & (step < cfg.task.cutoff_step)

@@ -24,12 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bt_core.reporting.scorecard import ROLES
+
 ENTRY_POINT_GROUP = "behaviortrace.estimators"
 LEVELS = ("rollout", "step")
 LABEL_FIELDS = ("labels", "truth")  # declaring either in `needs` makes an estimator a label reader
-# Built-in estimators that read the labels on purpose, to show the suite can be passed (README "The items").
-# Every other label reader is refused as a gate: its verdicts fail with "reads labels — validation only".
-VALIDATION_ESTIMATORS = ("oracle",)
 
 
 class Estimator:
@@ -40,6 +39,12 @@ class Estimator:
     # the problem fields it reads: it is handed only these (reading another fails its items); "labels":
     # validation only. A subclass that does not set `needs` sees every field and counts as a target reader.
     needs: tuple[str, ...] = ()
+    # what the estimator is for (one of `ROLES`), recorded as every scorecard row's estimator_spec.role:
+    # "method" (an attribution method, the default), "control" (a target-free baseline the items compare
+    # with) or "validation" (reads the labels on purpose, to show the suite can be passed). Only a
+    # built-in's declaration counts (`EstimatorSpec.role`): a plug-in is a method, or validation if it
+    # reads the labels, whatever it declares.
+    role: str = "method"
 
     def __init__(self, **params):
         self.params = params
@@ -57,6 +62,7 @@ class EstimatorSpec:
     origin: str  # "builtin" | "adapter:<library>" | "plugin:<distribution>" | "path:<module:attr>"
     doc: str
     needs: tuple[str, ...] = ()  # the problem fields it declared (enforced: see `declares_needs`)
+    declared_role: str = "method"  # its class's `role` (one of ROLES); what counts of it: `role`
 
     def create(self, **params) -> Estimator:
         est = self.factory(**params)
@@ -109,8 +115,18 @@ class EstimatorSpec:
 
     @property
     def builtin_validation(self) -> bool:
-        """A label reader the suite admits: a built-in listed in `VALIDATION_ESTIMATORS` (the oracle)."""
-        return self.reads_labels and self.origin == "builtin" and self.name in VALIDATION_ESTIMATORS
+        """A label reader the suite admits: a built-in that declares ``role = "validation"`` (the oracle).
+        Every other label reader is refused as a gate: its verdicts fail with "reads labels — validation
+        only"."""
+        return self.reads_labels and self.origin == "builtin" and self.declared_role == "validation"
+
+    @property
+    def role(self) -> str:
+        """'validation' (reads the labels), 'control' (a built-in declaring ``role = "control"``) or
+        'method' (everything else: a plug-in's own declaration does not make it a control)."""
+        if self.reads_labels:
+            return "validation"
+        return "control" if self.origin == "builtin" and self.declared_role == "control" else "method"
 
     def as_dict(self) -> dict:
         return {"name": self.name, "levels": list(self.levels), "origin": self.origin, "needs": list(self.needs),
@@ -155,8 +171,12 @@ def _spec_from(obj, name: str | None, origin: str) -> EstimatorSpec:
     bad = [lv for lv in levels if lv not in LEVELS]
     if bad:
         raise ValueError(f"estimator {est_name!r} declares unknown level(s) {bad}; allowed: {list(LEVELS)}")
+    role = getattr(obj, "role", "method")
+    if role not in ROLES:
+        raise ValueError(f"estimator {est_name!r} declares role={role!r}; choose one of {list(ROLES)} "
+                         "(or leave it unset: a method)")
     doc = (getattr(obj, "__doc__", "") or "").strip().split("\n")[0]
-    return EstimatorSpec(est_name, obj, levels, origin, doc, tuple(getattr(obj, "needs", ())))
+    return EstimatorSpec(est_name, obj, levels, origin, doc, tuple(getattr(obj, "needs", ())), role)
 
 
 def register(obj=None, *, name: str | None = None, origin: str = "builtin"):

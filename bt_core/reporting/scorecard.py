@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -27,6 +28,21 @@ class Status(StrEnum):
 
 
 STATUSES = tuple(s.value for s in Status)
+# an estimator's role, recorded as estimator_spec.role (`Estimator.role` declares it); also the display
+# order of the estimator groups
+ROLES = ("method", "control", "validation")
+# "Worst status wins": the precedence that combines several statuses (seeds, draws, items) into one.
+# Evidence that cannot test the item outranks a failure: a verdict over seeds is invalid-setup if any seed
+# is, else fail if any seed fails. `FAIL_FIRST` is the order within one seed where a failing part is the
+# estimator's failure whatever another part's setup (headroom's two levels).
+WORST_FIRST = (Status.INVALID_SETUP, Status.FAIL, Status.PASS)
+FAIL_FIRST = (Status.FAIL, Status.INVALID_SETUP, Status.PASS)
+
+
+def worst_status(statuses: Iterable[str], order: tuple[Status, ...] = WORST_FIRST) -> Status:
+    """The first status of `order` among `statuses` (strings or `Status`); PASS when there are none."""
+    given = {Status(s) for s in statuses}
+    return next((s for s in order if s in given), Status.PASS)
 SHORT_MAX = 80  # characters of a verdict's `short`
 
 

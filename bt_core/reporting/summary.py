@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-ROLES = ("method", "control", "validation")  # display order of the estimator groups
+from bt_core.reporting.scorecard import ROLES  # the display order of the estimator groups
+
 ROLE_TITLES = {"method": "methods", "control": "controls (built-in, target-free)",
                "validation": "validation (reads the labels — not a method)"}
 RANK = {"pass": 2, "invalid-setup": 1, "fail": 0}

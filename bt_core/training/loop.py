@@ -17,7 +17,7 @@ import torch
 
 from bt_core.artifacts.rollouts import RolloutTable
 from bt_core.artifacts.run import TOKEN_IDS, checkpoint_steps, ckpt_name
-from bt_core.config import RunConfig
+from bt_core.config import SATURATION, RunConfig
 from bt_core.faults import fault_point
 from bt_core.progress import progress as progress_bar
 from bt_core.training import grpo
@@ -211,7 +211,7 @@ def grpo_native(model, task: Task, codec: Codec, cfg: RunConfig, writer: RunWrit
 
 
 def _summary(rollouts: RolloutTable, probes: list[dict], cfg: RunConfig) -> dict:
-    sat = next((p["step"] for p in probes if p["sampled_rate"] >= 0.8), None)
+    sat = next((p["step"] for p in probes if p["sampled_rate"] >= SATURATION), None)
     cross = next((p["step"] for p in probes if p["s_b"] >= 0.5), None)
     return {"seed": cfg.seed, "scenario": cfg.task.scenario, "backend": cfg.grpo.backend,
             "s_b_final": probes[-1]["s_b"], "control_rate_final": probes[-1]["control_rate"],

@@ -14,6 +14,7 @@ class Fluency(Estimator):
     name = "fluency"
     levels = ("rollout", "step")
     needs = ("fluency",)
+    role = "control"  # a target-free baseline (checklist.controls)
 
     def score(self, problem) -> np.ndarray:
         return np.asarray(problem.fluency, dtype=np.float64)

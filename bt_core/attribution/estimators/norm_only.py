@@ -14,6 +14,7 @@ class NormOnly(Estimator):
     name = "norm_only"
     levels = ("rollout", "step")
     needs = ("emb", "weight")
+    role = "control"  # a target-free baseline (checklist.controls)
 
     def score(self, problem) -> np.ndarray:
         return problem.sketch_norm()

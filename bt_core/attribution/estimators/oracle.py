@@ -3,7 +3,7 @@
 It declares ``needs = ("labels",)``, so it is handed a `LabelledProblem` (the only way to the answers) and
 every record of it is marked "reads labels — validation only". It exists to prove the suite can be passed:
 every checklist item must pass for it (a meta-test checks this). It is the one built-in validation
-estimator (`registry.VALIDATION_ESTIMATORS`); any other label reader fails its items as refused.
+estimator (it declares ``role = "validation"``); any other label reader fails its items as refused.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ class Oracle(Estimator):
     name = "oracle"
     levels = ("rollout", "step")
     needs = ("labels",)
+    role = "validation"  # the one label reader the suite admits (EstimatorSpec.builtin_validation)
 
     def score(self, problem) -> np.ndarray:
         return np.asarray(problem.truth, dtype=np.float64)

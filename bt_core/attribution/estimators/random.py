@@ -16,6 +16,7 @@ class Random(Estimator):
     name = "random"
     levels = ("rollout", "step")
     needs = ()  # nothing: seeded by the problem's identity
+    role = "control"  # a target-free baseline (checklist.controls)
 
     def __init__(self, seed: int = 0):
         super().__init__(seed=seed)
