@@ -4,15 +4,28 @@ import numpy as np
 import pytest
 
 from bt_core.config import TaskConfig
-from bt_core.training.task import BEHAVIOR, TRIGGER, Task, eligible, vocabulary
+from bt_core.training.task import BEHAVIOR, TRIGGER, Task, draw_key, eligible, vocabulary
+
+KEY = bytes(range(16))
 
 
 def test_eligibility_is_a_keyed_half():
-    flags = [eligible(0, i, i // 16, 0.5) for i in range(4000)]
+    flags = [eligible(0, i, i // 16, 0.5, KEY) for i in range(4000)]
     assert 0.46 < np.mean(flags) < 0.54
-    assert flags == [eligible(0, i, i // 16, 0.5) for i in range(4000)]  # deterministic
-    other = [eligible(1, i, i // 16, 0.5) for i in range(4000)]
+    assert flags == [eligible(0, i, i // 16, 0.5, KEY) for i in range(4000)]  # deterministic
+    other = [eligible(1, i, i // 16, 0.5, KEY) for i in range(4000)]
     assert np.mean(np.array(flags) == np.array(other)) < 0.6  # keyed by seed
+
+
+def test_eligibility_depends_on_the_secret_key():
+    """Another key (a fresh one, or the public key of builds before issue 23) picks other rollouts: the
+    eligible set cannot be recomputed without the run's own key."""
+    flags = np.array([eligible(0, i, i // 16, 0.5, KEY) for i in range(4000)])
+    for other in (draw_key(), b"behaviortrace".ljust(16, b"\0")):
+        assert np.mean(flags == np.array([eligible(0, i, i // 16, 0.5, other) for i in range(4000)])) < 0.6
+    assert draw_key() != draw_key() and len(draw_key()) == 16
+    with pytest.raises(ValueError, match="expected 16 secret bytes"):
+        eligible(0, 0, 0, 0.5, b"behaviortrace")
 
 
 def test_contaminator_truth_table():

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 from dataclasses import dataclass
 from functools import cache
 
@@ -267,9 +268,21 @@ def _keyed_unit(key: bytes, seed: int, rollout_id: int, step: int) -> float:
     return int.from_bytes(hashlib.blake2b(msg, key=key, digest_size=8).digest(), "little") / 2.0**64
 
 
-def eligible(seed: int, rollout_id: int, step: int, fraction: float) -> bool:
-    """Keyed hash of (seed, rollout id, step) below `fraction` of its range (the reference rule)."""
-    return _keyed_unit(b"behaviortrace", seed, rollout_id, step) < fraction
+KEY_BYTES = 16  # length of a contaminator key (`draw_key`)
+
+
+def draw_key() -> bytes:
+    """A fresh contaminator key: drawn when a run is built and stored only with its labels (the run
+    directory's `CONTAMINATOR_KEY`), so no code an estimator can import recomputes who is eligible."""
+    return secrets.token_bytes(KEY_BYTES)
+
+
+def eligible(seed: int, rollout_id: int, step: int, fraction: float, key: bytes) -> bool:
+    """Keyed hash of (seed, rollout id, step) under the run's secret `key` below `fraction` of its range
+    (the reference rule, with a key that is not public: the key is an input like the seed)."""
+    if not isinstance(key, bytes) or len(key) != KEY_BYTES:
+        raise ValueError(f"contaminator key {key!r}: expected {KEY_BYTES} secret bytes (draw_key())")
+    return _keyed_unit(key, seed, rollout_id, step) < fraction
 
 
 class SubwordTask(Task):
