@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,6 +208,7 @@ class Isolated:
         self._procs: dict[tuple, tuple[_Proc, Path]] = {}
         self._params: dict[tuple, dict | None] = {}
         self._n = 0
+        self._finalizer = weakref.finalize(self, _shut, self._procs, self.root)  # also at interpreter exit
         system = [Path(sys.prefix), Path(sys.base_prefix), _bt_core_dir(), self.root]
         held = [str(p) for p in system if _inside(p, self.forbidden)]
         if held:
@@ -294,10 +296,15 @@ class Isolated:
         return self._params[spec.key]
 
     def close(self) -> None:
-        for proc, _ in self._procs.values():
-            proc.close()
-        self._procs.clear()
-        shutil.rmtree(self.root, ignore_errors=True)
+        self._finalizer()
+
+
+def _shut(procs: dict, root: Path) -> None:
+    """Stop the workers, remove the scratch directory."""
+    for proc, _ in procs.values():
+        proc.close()
+    procs.clear()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def make_scorer(mode: str, forbidden: list[Path]):
