@@ -20,7 +20,7 @@ from adversaries import LabelReader, SeedSignFlip, UnderDeclaredTargetReader, Wr
 
 from bt_core.attribution.catalog import get
 from bt_core.attribution.problem import AttributionProblem
-from bt_core.attribution.registry import _spec_from
+from bt_core.attribution.registry import spec_from
 from bt_core.attribution.sandbox import InProcess, Isolated, Scoring, detect, worker_env
 from bt_core.attribution.scratch import read_problem, write_problem
 
@@ -79,7 +79,7 @@ def test_a_machine_without_bubblewrap_is_told_why():
 
 @pytest.mark.parametrize("name", ["cosine", "dot", "random", "norm_only", "seed_sign_flip"])
 def test_honest_estimators_score_the_same_bytes_in_a_worker(isolated, name):
-    spec = _spec_from(SeedSignFlip, None, "path:adversaries:SeedSignFlip") if name == "seed_sign_flip" \
+    spec = spec_from(SeedSignFlip, None, "path:adversaries:SeedSignFlip") if name == "seed_sign_flip" \
         else get(name)
     here = InProcess()
     for p in _problems():
@@ -92,7 +92,7 @@ def test_honest_estimators_score_the_same_bytes_in_a_worker(isolated, name):
 
 @pytest.mark.parametrize("cls", [Writer, UnderDeclaredTargetReader, LabelReader])
 def test_a_failing_estimator_fails_with_the_same_reason_in_a_worker(isolated, cls):
-    spec = _spec_from(cls, None, f"path:adversaries:{cls.__name__}")
+    spec = spec_from(cls, None, f"path:adversaries:{cls.__name__}")
     p = AttributionProblem.synthetic()
     a, b = InProcess().score(spec, {}, p), isolated.score(spec, {}, p)
     assert (a.error is None) == (b.error is None) and a.undeclared == b.undeclared
@@ -121,7 +121,7 @@ def _plugin(tmp_path, body: str, name: str = "peek_plugin", files: str = "()"):
         mod = __import__(name)
     finally:
         sys.path.remove(str(d))
-    return _spec_from(mod.Peek, None, f"path:{name}:Peek")
+    return spec_from(mod.Peek, None, f"path:{name}:Peek")
 
 
 def _secret(tmp_path) -> Path:
@@ -214,7 +214,7 @@ def test_recomputing_the_contaminator_from_public_code_misses_gt(smoke_evidence)
     with GT is at chance (with the public key of earlier builds it was all of GT)."""
     from adversaries_process import RecomputeEligibility
 
-    spec = _spec_from(RecomputeEligibility, None, "path:adversaries_process:RecomputeEligibility")
+    spec = spec_from(RecomputeEligibility, None, "path:adversaries_process:RecomputeEligibility")
     for seed in smoke_evidence.seeds:
         p = smoke_evidence.stream_problem(seed)
         gt = np.asarray(smoke_evidence.labels(p), bool)
