@@ -262,7 +262,7 @@ class Isolated:
             proc = _Proc(argv, env, cwd, out / "stderr.log")
             ref = f"{spec.factory.__module__}:{spec.factory.__qualname__}"
             proc.ask({"op": "init", "ref": ref, "name": spec.name, "origin": spec.origin, "params": params,
-                      "needs": list(spec.needs) if spec.declares_needs else None})
+                      "needs": list(spec.needs) if spec.declares_needs else None, "cwd": str(Path.cwd())})
             self._procs[spec.key] = (proc, out)
         return self._procs[spec.key]
 

@@ -8,7 +8,7 @@ without BehaviorTrace's variables.
 Protocol: one JSON request per line on stdin, one JSON reply per line on the original stdout (the
 plug-in's own prints go to stderr). Requests:
 
-    {"op": "init", "ref": "module:qualname", "name", "origin", "params", "needs": [..] | null}
+    {"op": "init", "ref": "module:qualname", "name", "origin", "params", "needs": [..] | null, "cwd"}
     {"op": "score", "id": N, "problem": "<directory under PROBLEMS_DIR>"}
                                    → {"id": N, "outcome": {...}, "scores": "N.npy" | null}
     {"op": "params"}               → {"params": the built estimator's `params` (JSON) | null}
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bt_core.attribution import frames
 from bt_core.attribution.frames import raised_at
 from bt_core.attribution.outcome import Outcome, call_score
 from bt_core.attribution.registry import EstimatorSpec
@@ -54,6 +55,7 @@ class Worker:
 
     def init(self, req: dict) -> dict:
         self.params, self.needs = req["params"], None if req["needs"] is None else tuple(req["needs"])
+        frames.BASE = Path(req["cwd"])  # where it raised is said as the judge would say it
         try:
             factory = resolve(req["ref"])
         except Exception as e:
