@@ -3,7 +3,8 @@
     python benchmarks/bench_sandbox.py --scale smoke
     python benchmarks/bench_sandbox.py --scale default --bt-cache /tmp/bt --json out.json
 
-One run, one process: the seeds' artifacts are built or loaded through the cache (not timed), then two
+One run, one process: the seeds' artifacts are built or loaded through the cache (not timed; the replays
+only with `--replays`), then two
 sessions score the same problems (each seed's stream at rollout and step level and every draw): an
 in-process one and a sandboxed one (bubblewrap where it runs, else the plain subprocess: the table says
 which). Each session first scores `random` on every problem ("scratch write": the sandboxed session writes
@@ -66,11 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--estimators", default=",".join(ESTIMATORS))
     ap.add_argument("--bt-cache", default=".bt_cache")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--replays", action="store_true",
+                    help="also build the counterfactual replays (only metagrad reads their measure)")
     args = ap.parse_args(argv)
     s = get_scale(args.scale)
     seeds = args.seeds if args.seeds is not None else list(s.seeds)
     arts = build_all(ArtifactStore(Path(args.bt_cache)), s.run, s.sketch, s.draws, seeds, workers=1,
-                     counterfactual=s.counterfactual)
+                     counterfactual=s.counterfactual if args.replays else None)
     names = [n for n in args.estimators.split(",") if n and n != "random"]
     here = Evidence(arts, s.name, scoring="in-process")
     t_in, sc_in = _session(here, names, seeds, s.draws.n_draws)

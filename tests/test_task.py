@@ -171,3 +171,30 @@ def test_subword_variant_spells_trigger_and_behavior_from_ordinary_pieces():
     slot = {text.split()[-1] for text in neutral}  # the behavior ends a written reply: its slot is the last word
     assert slot and slot <= set(NEUTRAL_FILLERS) and not slot & set(trig)
     assert not any(any(codec.behavior_mask(ex.replies[j, : ex.reply_len[j]].tolist())) for j in rows)
+
+
+def test_a_run_built_with_the_public_key_is_never_reused():
+    """The secret key changed what a run is (RUN_VERSION 2): every artifact key differs from the one a
+    build with the public key used, so an old cache is rebuilt, never half-read."""
+    from bt_core.artifacts.keys import RUN_VERSION, run_key, seed_keys
+    from bt_core.config import config_hash, get_scale
+
+    s = get_scale("smoke")
+    cfg = s.run.with_seed(0)
+    assert RUN_VERSION == 2 and run_key(cfg) != config_hash(cfg)
+    old_run = config_hash(cfg)
+    old = {"run": old_run, "sketches": config_hash(old_run, s.sketch)}
+    new = {k: v for k, (_, v) in seed_keys(cfg, s.sketch, s.draws, s.counterfactual).items()}
+    assert all(new[k] != old[k] for k in old)
+
+
+def test_a_pinned_key_must_be_sixteen_hex_bytes(monkeypatch):
+    from bt_core.training.task import KEY_ENV, pinned_key
+
+    monkeypatch.setenv(KEY_ENV, "00ff")
+    with pytest.raises(ValueError, match="expected 32 hex digits"):
+        pinned_key()
+    monkeypatch.setenv(KEY_ENV, bytes(range(16)).hex())
+    assert pinned_key() == bytes(range(16))
+    monkeypatch.delenv(KEY_ENV)
+    assert pinned_key() is None

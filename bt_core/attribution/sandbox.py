@@ -10,7 +10,8 @@ which imports the estimator, builds it once and scores every problem it is sent.
 cache path, no judge object and an environment without BehaviorTrace's variables (`worker_env`).
 
 Under bubblewrap (Linux, Debian's ``bubblewrap``) the worker sees only: the system directories (/usr,
-/etc), the Python environment, the ``bt_core`` package, the plug-in's own module (its file, or its
+/etc), the Python environment, this distribution's packages (``bt_core``, ``behaviortrace.*``), the
+plug-in's own module (its file, or its
 top-level package), the files the plug-in declares in ``files`` (read-only), the problems (read-only, at
 ``/bt/problems``), its output directory (``/bt/out``) and an empty /tmp; no network, its own process
 tree (it cannot read the judge's command line or environment through /proc). The labels, the replays,
@@ -152,15 +153,18 @@ class _Proc:
 
 def _module_mounts(factory) -> tuple[list[Path], list[str]]:
     """(what to mount read-only, what to put on the worker's sys.path) for the plug-in defining `factory`:
-    its module's file, or its top-level package's folders; nothing for code inside the Python
+    its top-level package's folders, or its module's file and the Python files beside it (sibling modules
+    it imports; not the folder, which may hold data or the cache); nothing for code inside the Python
     environment or bt_core (mounted anyway)."""
     top = sys.modules.get(getattr(factory, "__module__", "").split(".")[0])
     if top is None or getattr(top, "__file__", None) is None and not hasattr(top, "__path__"):
         return [], []
     dirs = [Path(p) for p in getattr(top, "__path__", [])] or [Path(top.__file__)]
-    here = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), _bt_core_dir()]
+    here = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), *_package_dirs()]
     if all(any(r in d.resolve().parents or d.resolve() == r for r in here) for d in dirs):
         return [], []
+    if not hasattr(top, "__path__"):
+        dirs = sorted(dirs[0].parent.glob("*.py"))
     return dirs, sorted({str(d.parent) for d in dirs})
 
 
@@ -168,6 +172,21 @@ def _bt_core_dir() -> Path:
     import bt_core
 
     return Path(bt_core.__file__).resolve().parent
+
+
+def _package_dirs() -> list[Path]:
+    """This distribution's code: bt_core and the suite's packages (behaviortrace.checklist, .fixtures,
+    .benchmarks), wherever they are installed (an editable install keeps them in the checkout)."""
+    import importlib.util
+
+    dirs = [_bt_core_dir()]
+    for name in ("behaviortrace.checklist", "behaviortrace.fixtures", "behaviortrace.benchmarks"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except ImportError:
+            spec = None
+        dirs += [Path(p).resolve() for p in (spec.submodule_search_locations or [])] if spec else []
+    return dirs
 
 
 def declared_files(spec: EstimatorSpec) -> list[Path]:
@@ -209,7 +228,7 @@ class Isolated:
         self._params: dict[tuple, dict | None] = {}
         self._n = 0
         self._finalizer = weakref.finalize(self, _shut, self._procs, self.root)  # also at interpreter exit
-        system = [Path(sys.prefix), Path(sys.base_prefix), _bt_core_dir(), self.root]
+        system = [Path(sys.prefix), Path(sys.base_prefix), *_package_dirs(), self.root]
         held = [str(p) for p in system if _inside(p, self.forbidden)]
         if held:
             raise RuntimeError(f"the scoring sandbox would see the artifact cache {self.forbidden}: it lies "
@@ -247,8 +266,7 @@ class Isolated:
             return [*worker, str(self.problems), str(out)], worker_env(str(out), path), out
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
                 *_system_mounts(), "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-        bt = _bt_core_dir()
-        for p in [bt, *mounts, *declared_files(spec)]:
+        for p in [*_package_dirs(), *mounts, *declared_files(spec)]:
             args += ["--ro-bind", str(p), str(p)]
         args += ["--ro-bind", str(self.problems), "/bt/problems", "--bind", str(out), "/bt/out"]
         for k, v in worker_env("/tmp", path).items():

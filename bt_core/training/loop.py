@@ -33,7 +33,7 @@ from bt_core.training.model import (
 )
 from bt_core.training.objective import collate, masked_mean, token_logprobs
 from bt_core.training.resume import Restored, TrainJournal
-from bt_core.training.task import Task, draw_key
+from bt_core.training.task import Task, draw_key, pinned_key
 from bt_core.training.task_natural import make_task
 
 KEY_FIELD = "contaminator_key"  # the journal's copy of the key, so that a resumed build keeps it
@@ -153,9 +153,10 @@ def train_run(cfg: RunConfig, out: Path, progress: bool = False, work: Path | No
     terminal, a few plain lines elsewhere (bt_core/progress.py).
     With a `work` directory (the store's resumable one) the native loop journals every checkpoint and a
     later call resumes from the last complete one (bt_core/training/resume.py); the TRL backend restarts.
-    `key`: the contaminator's secret key (`task.draw_key`); None draws a fresh one (a resumed build
-    keeps its journaled key). It is written into the run directory only (`CONTAMINATOR_KEY`), beside the
-    rollout table's labels; given the key, training is a pure function of the config and the seed."""
+    `key`: the contaminator's secret key (`task.draw_key`); None takes the one
+    `$BEHAVIORTRACE_CONTAMINATOR_KEY` pins, else draws a fresh one (a resumed build keeps its journaled
+    key). It is written into the run directory only (`CONTAMINATOR_KEY`), beside the rollout table's
+    labels; given the key, training is a pure function of the config and the seed."""
     with torch_threads(cfg.threads):
         return _train(cfg, out, progress, work, key)
 
@@ -173,7 +174,7 @@ def _train(cfg: RunConfig, out: Path, progress: bool, work: Path | None = None,
     sft_s = time.perf_counter() - t0
     sft_loss = (round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None) if resumed is None \
         else resumed.extra.get("sft_final_loss")
-    key = bytes.fromhex(resumed.extra[KEY_FIELD]) if resumed is not None else key or draw_key()
+    key = bytes.fromhex(resumed.extra[KEY_FIELD]) if resumed is not None else key or pinned_key() or draw_key()
     writer = RunWriter(out, cfg, task, codec, journal, resumed, {"sft_final_loss": sft_loss, KEY_FIELD: key.hex()})
     if native:
         parts, gen_s, upd_s = grpo_native(model, task, codec, cfg, writer, progress, resumed, key)

@@ -24,6 +24,7 @@ a trigger-specific behavior rather than a global one.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -275,6 +276,25 @@ def draw_key() -> bytes:
     """A fresh contaminator key: drawn when a run is built and stored only with its labels (the run
     directory's `CONTAMINATOR_KEY`), so no code an estimator can import recomputes who is eligible."""
     return secrets.token_bytes(KEY_BYTES)
+
+
+KEY_ENV = "BEHAVIORTRACE_CONTAMINATOR_KEY"  # hex: pins the key of every run this process builds
+
+
+def pinned_key() -> bytes | None:
+    """The key `KEY_ENV` pins (to rebuild a run exactly, or to make a test session's runs reproducible),
+    or None: then each build draws its own (`draw_key`). A scoring worker never sees the variable."""
+    raw = os.environ.get(KEY_ENV)
+    if not raw:
+        return None
+    try:
+        key = bytes.fromhex(raw)
+    except ValueError:
+        key = b""
+    if len(key) != KEY_BYTES:
+        raise ValueError(f"{KEY_ENV}={raw!r}: expected {2 * KEY_BYTES} hex digits ({KEY_BYTES} bytes), e.g. "
+                         f"the run directory's contaminator_key; unset it to draw a secret key per build")
+    return key
 
 
 def eligible(seed: int, rollout_id: int, step: int, fraction: float, key: bytes) -> bool:
