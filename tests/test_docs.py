@@ -4,6 +4,7 @@ exists."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,28 @@ def test_no_command_hides_in_an_indented_block():
         if line.startswith("    ") and line.strip().startswith(PROGRAMS)
     ]
     assert not hidden, "fence these commands as ```bash blocks:\n" + "\n".join(hidden)
+
+
+def test_no_doc_or_link_target_is_git_ignored():
+    """A doc or an image the docs link to that .gitignore matches exists here but not in a clone
+    (docs/scorecard.md was: `scorecard.md` is ignored as a suite output)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    paths = {f.relative_to(ROOT) for f in FILES}
+    for f in FILES:
+        for target in links(f):
+            part = target.partition("#")[0]
+            if part and not _external(target):
+                dest = (f.parent / part).resolve()
+                if dest.is_relative_to(ROOT) and dest.exists():
+                    paths.add(dest.relative_to(ROOT))
+    res = subprocess.run(
+        ["git", "check-ignore", "--no-index", *map(str, sorted(paths))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    ignored = res.stdout.split()
+    assert not ignored, (
+        f"git ignores these docs or link targets (rename them or fix .gitignore): {ignored}"
+    )
