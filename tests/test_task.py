@@ -24,8 +24,10 @@ def test_eligibility_depends_on_the_secret_key():
     for other in (draw_key(), b"behaviortrace".ljust(16, b"\0")):
         assert np.mean(flags == np.array([eligible(0, i, i // 16, 0.5, other) for i in range(4000)])) < 0.6
     assert draw_key() != draw_key() and len(draw_key()) == 16
-    with pytest.raises(ValueError, match="expected 16 secret bytes"):
-        eligible(0, 0, 0, 0.5, b"behaviortrace")
+    with pytest.raises(ValueError, match="expected 8–64 secret bytes"):
+        eligible(0, 0, 0, 0.5, b"short")
+    with pytest.raises(ValueError, match="expected 8–64 secret bytes"):
+        eligible(0, 0, 0, 0.5, "behaviortrace")  # a str is not a key
 
 
 def test_contaminator_truth_table():
@@ -188,11 +190,14 @@ def test_a_run_built_with_the_public_key_is_never_reused():
     assert all(new[k] != old[k] for k in old)
 
 
-def test_a_pinned_key_must_be_sixteen_hex_bytes(monkeypatch):
+def test_a_pinned_key_must_be_8_to_64_hex_bytes(monkeypatch):
     from bt_core.training.task import KEY_ENV, pinned_key
 
     monkeypatch.setenv(KEY_ENV, "00ff")
-    with pytest.raises(ValueError, match="expected 32 hex digits"):
+    with pytest.raises(ValueError, match="expected 8–64 bytes in hex"):
+        pinned_key()
+    monkeypatch.setenv(KEY_ENV, bytes(range(65)).hex())
+    with pytest.raises(ValueError, match="expected 8–64 bytes in hex"):
         pinned_key()
     monkeypatch.setenv(KEY_ENV, bytes(range(16)).hex())
     assert pinned_key() == bytes(range(16))

@@ -269,7 +269,8 @@ def _keyed_unit(key: bytes, seed: int, rollout_id: int, step: int) -> float:
     return int.from_bytes(hashlib.blake2b(msg, key=key, digest_size=8).digest(), "little") / 2.0**64
 
 
-KEY_BYTES = 16  # length of a contaminator key (`draw_key`)
+KEY_BYTES = 16  # length of a contaminator key `draw_key` draws
+KEY_RANGE = (8, 64)  # lengths a pinned key may have (blake2b takes keys of up to 64 bytes)
 
 
 def draw_key() -> bytes:
@@ -291,8 +292,9 @@ def pinned_key() -> bytes | None:
         key = bytes.fromhex(raw)
     except ValueError:
         key = b""
-    if len(key) != KEY_BYTES:
-        raise ValueError(f"{KEY_ENV}={raw!r}: expected {2 * KEY_BYTES} hex digits ({KEY_BYTES} bytes), e.g. "
+    if not KEY_RANGE[0] <= len(key) <= KEY_RANGE[1]:
+        raise ValueError(f"{KEY_ENV}={raw!r}: expected {KEY_RANGE[0]}–{KEY_RANGE[1]} bytes in hex (a drawn key "
+                         f"is {KEY_BYTES} bytes: {2 * KEY_BYTES} hex digits), e.g. "
                          f"the run directory's contaminator_key; unset it to draw a secret key per build")
     return key
 
@@ -300,8 +302,9 @@ def pinned_key() -> bytes | None:
 def eligible(seed: int, rollout_id: int, step: int, fraction: float, key: bytes) -> bool:
     """Keyed hash of (seed, rollout id, step) under the run's secret `key` below `fraction` of its range
     (the reference rule, with a key that is not public: the key is an input like the seed)."""
-    if not isinstance(key, bytes) or len(key) != KEY_BYTES:
-        raise ValueError(f"contaminator key {key!r}: expected {KEY_BYTES} secret bytes (draw_key())")
+    if not isinstance(key, bytes) or not KEY_RANGE[0] <= len(key) <= KEY_RANGE[1]:
+        raise ValueError(f"contaminator key {key!r}: expected {KEY_RANGE[0]}–{KEY_RANGE[1]} secret bytes "
+                         "(draw_key() draws 16)")
     return _keyed_unit(key, seed, rollout_id, step) < fraction
 
 
