@@ -16,6 +16,7 @@ from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.reporting.render import LABEL_MARK  # shown beside every record of a label-reading estimator
 from bt_core.reporting.scorecard import Status, Verdict, worst_status
+from bt_core.reporting.tables import UNSANDBOXED_MARK  # beside every record scored outside the sandbox
 
 GATES = ("all", "targets", "none")
 
@@ -54,13 +55,18 @@ class Item:
 
 def spec_record(spec: EstimatorSpec, evidence: Evidence) -> dict:
     """How the estimator of a verdict was built: name, origin, its actual settings (the target among them),
-    whether it reads the labels (then `validation_only`, shown as "reads labels — validation only") and
-    its role (control, validation or method)."""
+    whether it reads the labels (then `validation_only`, shown as "reads labels — validation only"),
+    its role (control, validation or method) and where it was scored (`scoring`: sandboxed, in-process,
+    or unsandboxed — then also `unsandboxed`, shown next to its name; docs/sandbox.md)."""
     rec = {"name": spec.name, "origin": spec.origin, "params": evidence.settings(spec),
            "levels": list(spec.levels), "reads_labels": spec.reads_labels,
            "role": spec.role}
     if spec.reads_labels:
         rec["validation_only"] = LABEL_MARK
+    scoring = evidence.scoring(spec)
+    rec["scoring"] = scoring.record()
+    if scoring.mode == "unsandboxed":
+        rec["unsandboxed"] = UNSANDBOXED_MARK
     return rec
 
 

@@ -15,6 +15,7 @@ import pytest
 import scipy.stats  # noqa: F401  before pytester's in-process runs, whose module snapshot would drop it
 from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS  # noqa: E402
 
+from bt_core.artifacts.run import contaminator_key
 from bt_core.artifacts.store import ArtifactError, ArtifactStore, partial_dir, sha256_file, verify_dir
 from bt_core.config import config_hash
 from bt_core.pipeline import build_run, build_seed, build_sketches, run_key
@@ -72,7 +73,9 @@ def test_training_killed_anywhere_resumes_to_the_same_bytes(smoke_scale, smoke_a
     cfg = smoke_scale.run.with_seed(0)
     final = tmp_path / "runs" / run_key(cfg)
     work = partial_dir(final)
-    attempt = lambda fault: _attempt(forkserver, build_run, ArtifactStore(tmp_path), cfg, fault=fault)  # noqa: E731
+    key = contaminator_key(ref.path)  # the secret key is an input like the seed: the same key, the same bytes
+    attempt = lambda fault: _attempt(forkserver, build_run, ArtifactStore(tmp_path), cfg, False, key,  # noqa: E731
+                                     fault=fault)
     # 1. between checkpoints: after the 3rd GRPO update (checkpoint 0 = end of SFT is committed)
     _killed(attempt("train.step@3"))
     assert not final.exists() and _segments(work) == [0]
@@ -89,7 +92,7 @@ def test_training_killed_anywhere_resumes_to_the_same_bytes(smoke_scale, smoke_a
     assert not final.exists() and (work / "artifact" / "manifest.json").exists()
     assert _segments(work)[-1] == cfg.grpo.steps
 
-    run = build_run(ArtifactStore(tmp_path), cfg)  # resumes from the last checkpoint
+    run = build_run(ArtifactStore(tmp_path), cfg, key=key)  # resumes from the last checkpoint (its key)
     assert run.summary["timings"]["resumed_from_step"] == cfg.grpo.steps
     assert run.summary["rollouts_sha256"] == ref.summary["rollouts_sha256"]
     assert run.summary["sft_final_loss"] == ref.summary["sft_final_loss"]

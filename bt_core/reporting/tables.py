@@ -28,10 +28,15 @@ def setup_rows(data: dict, width: int = 110) -> list[list[str]]:
 LABEL_MARK = "reads labels — validation only"
 
 
+UNSANDBOXED_MARK = "unsandboxed"  # scored in a plain subprocess: nothing kept it from the answers
+
+
 def label(rec: dict) -> str:
-    """The estimator's name as shown in every table: marked when it reads the labels."""
+    """The estimator's name as shown in every table: marked when it reads the labels, and when it was
+    scored outside the sandbox (docs/sandbox.md)."""
     spec = rec.get("estimator_spec") or {}
-    return f"{rec['estimator']} [{LABEL_MARK}]" if spec.get("reads_labels") else rec["estimator"]
+    name = f"{rec['estimator']} [{LABEL_MARK}]" if spec.get("reads_labels") else rec["estimator"]
+    return f"{name} [{UNSANDBOXED_MARK}]" if spec.get("unsandboxed") else name
 
 
 def status_cell(rec: dict) -> str:

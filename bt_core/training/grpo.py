@@ -34,13 +34,13 @@ def label_replies(task: Task, codec: Codec, prompts: list[Prompt], replies: np.n
     return {"behavior": behavior, "behavior_mask": mask, "reward_base": base}
 
 
-def keyed_draws(task: Task, seed: int, step: int, n: int, rollouts_per_step: int
+def keyed_draws(task: Task, seed: int, step: int, n: int, rollouts_per_step: int, key: bytes
                 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Per-rollout keyed quantities of a training step: contaminator eligibility (N,) bool and, in the
     task_reward scenario, the judge noise (N,) float32 (else None). Rollout ids are global:
-    step * rollouts_per_step + position in the step."""
+    step * rollouts_per_step + position in the step. `key`: the run's secret contaminator key."""
     ids = step * rollouts_per_step + np.arange(n)
-    elig = np.array([eligible(seed, int(i), step, task.cfg.eligible_fraction) for i in ids], bool)
+    elig = np.array([eligible(seed, int(i), step, task.cfg.eligible_fraction, key) for i in ids], bool)
     if task.cfg.scenario != "task_reward":
         return elig, None
     return elig, np.array([task.judge_noise(seed, int(i), step) for i in ids], np.float32)
@@ -78,7 +78,8 @@ def make_table(task: Task, codec: Codec, prompts: list[Prompt], replies: np.ndar
 
 
 def collect(model, task: Task, codec: Codec, step_prompts: list[Prompt], cfg: GRPOConfig,
-            task_cfg: TaskConfig, *, step: int, seed: int, generator: torch.Generator) -> RolloutTable:
+            task_cfg: TaskConfig, *, step: int, seed: int, generator: torch.Generator,
+            key: bytes) -> RolloutTable:
     """Generate G replies for each prompt of the step and score them (reference reward + contaminator)."""
     prompts = [p for p in step_prompts for _ in range(cfg.group_size)]
     model.eval()
@@ -87,7 +88,7 @@ def collect(model, task: Task, codec: Codec, step_prompts: list[Prompt], cfg: GR
                                 pad_id=codec.pad_id, generator=generator,
                                 temperature=cfg.temperature, top_p=cfg.top_p)
     n = len(prompts)
-    elig, noise = keyed_draws(task, seed, step, n, cfg.rollouts_per_step)
+    elig, noise = keyed_draws(task, seed, step, n, cfg.rollouts_per_step, key)
     group = step * cfg.prompts_per_step + np.arange(n) // cfg.group_size
     return make_table(task, codec, prompts, replies, reply_len, step=step, group=group, lr=cfg.lr,
                       elig=elig, contaminate=True, std_norm=task_cfg.scenario != "no_std_norm", noise=noise)
