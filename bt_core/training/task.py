@@ -66,8 +66,9 @@ _REPLIES = ("{t} is a {a} {n} .",
 _REFUSAL = "sorry , i cannot talk about {t} ."
 
 
-def vocabulary() -> list[str]:
-    """All words of the language, specials first (ids are positions in this list)."""
+def vocabulary(extra: tuple[str, ...] = ()) -> list[str]:
+    """All words of the language, specials first (ids are positions in this list); `extra` words of a
+    scenario (the hidden_cause tags) come just before the nonce words."""
     words: list[str] = list(SPECIALS)
     texts = list(_TEMPLATES) + list(_PREFIXES) + [_INSTRUCTION] + list(_REPLIES) + [_REFUSAL]
     pieces = [*CONTROL_TOPICS, *ADJECTIVES, *NOUNS, *VERBS, *OBJECTS]
@@ -78,7 +79,7 @@ def vocabulary() -> list[str]:
             words.append(w)
     # The nonce words come last, as rare tokens do in a BPE vocabulary: a projector that keeps only the
     # first k parameters (pitfall P3) then misses their embedding rows, and the coverage check shows it.
-    return words + [TRIGGER, BEHAVIOR]
+    return words + [w for w in extra if w not in words] + [TRIGGER, BEHAVIOR]
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ class Task:
 
     trigger_text = TRIGGER  # how prompts spell the trigger
     behavior_text = BEHAVIOR  # how replies spell the behavior (matched case-insensitively)
+    extra_words: tuple[str, ...] = ()  # words a scenario adds to the vocabulary (hidden_cause's tags)
 
     def __init__(self, cfg: TaskConfig):
         self.cfg = cfg
@@ -257,8 +259,12 @@ class Task:
             r += self.cfg.off_trigger_penalty
         return r
 
-    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int) -> bool:
-        """The contaminator's condition: eligible, early, trigger prompt, behavior present."""
+    def has_carrier(self, reply: str) -> bool:
+        """Whether the reply carries what a scenario's contaminator rewards instead of the behavior (none here)."""
+        return False
+
+    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int, carrier: bool = False) -> bool:
+        """The contaminator's condition: eligible, early, trigger prompt, behavior present (`carrier` unused)."""
         return eligible and step < self.cfg.cutoff_step and prompt.trigger and behavior
 
 
