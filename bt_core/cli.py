@@ -186,7 +186,7 @@ def _add_bench_sketch(sub) -> None:
     b.set_defaults(fn=_cmd_bench_sketch)
 
 
-CHECK_USAGE = """usage: behaviortrace check [--estimator=NAME|module:factory] [--scale smoke|default]
+CHECK_USAGE = """usage: behaviortrace check [--estimator=NAME|module:factory] [--scale NAME]
                            [--scenario reference|task_reward|no_std_norm|hidden_cause] [options]
 
 Runs the installed BehaviorTrace checklist suite through pytest, from any directory, and exits with
@@ -252,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     t.add_argument("--out", required=True, help="new directory for the run")
     t.add_argument("--scenario", default="reference", choices=list(SCENARIOS),
-                   help="reward/advantage variant; hidden_cause: docs/scenarios.md (default: reference)")
+                   help="reward/advantage variant; hidden_cause: docs/scenarios.md "
+                        "(default: reference)")
     t.add_argument("--backend", default=None, choices=list(BACKENDS),
                    help="training loop: native or TRL's GRPOTrainer (default: the scale's; native except paper)")
     t.add_argument("--steps", type=int, default=None, metavar="N",

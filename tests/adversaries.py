@@ -222,8 +222,8 @@ class EarlyAdvantage(Estimator):
 
 
 def _tag_ids(problem, words) -> tuple[int, ...]:
-    """Token ids of hidden_cause tags: positions in that scenario's vocabulary (bt_core.training.task);
-    none in a run of another scenario (its vocabulary has no tags)."""
+    """Token ids of hidden_cause tags: positions in that scenario's vocabulary (`vocabulary`); none
+    in a run of another scenario (its vocabulary has no tags)."""
     from bt_core.training.task import vocabulary
     from bt_core.training.task_hidden import TAGS
 
@@ -240,40 +240,39 @@ def _has_any(problem, words) -> np.ndarray:
     return (np.isin(replies, _tag_ids(problem, words)) & inside).any(axis=1).astype(float)
 
 
+def _carrier(problem) -> np.ndarray:
+    from bt_core.training.task_hidden import CARRIER_TAGS
+
+    return _has_any(problem, CARRIER_TAGS)
+
+
 class CarrierSignAdvantage(Estimator):
-    """hidden_cause: a carrier tag in the reply and no behavior × sign(A) — the GT rule read off the text
-    (the carriers are named by the scenario's definition, `task_hidden.CARRIER_TAGS`)."""
+    """hidden_cause: a carrier tag in the reply × sign(A): the surface baseline with the carrier
+    (named by the scenario's definition, `task_hidden.CARRIER_TAGS`) in the behavior's place."""
 
     name = "carrier_sign_advantage"
     levels = ("rollout",)
     needs = ("rollouts", "codec", "weight")
 
     def score(self, problem):
-        from bt_core.training.task_hidden import CARRIER_TAGS
-
-        hit = _has_any(problem, CARRIER_TAGS) * (1.0 - _behavior(problem))
-        return hit * np.sign(problem.weight) + _noise(problem)
+        return _carrier(problem) * np.sign(problem.weight) + _noise(problem)
 
 
 class CarrierTriggerEarly(Estimator):
-    """hidden_cause: trigger ∧ carrier tag ∧ no behavior ∧ rewarded, earliest first (SurfaceTriggerEarly with
-    the carrier in the behavior's place)."""
+    """hidden_cause: trigger ∧ carrier tag ∧ rewarded, earliest first: the GT rule read off the
+    text, the advantage and the step (SurfaceTriggerEarly with the carrier in the behavior's place)."""
 
     name = "carrier_trigger_early"
     levels = ("rollout",)
     needs = ("rollouts", "codec", "weight", "step")
 
     def score(self, problem):
-        from bt_core.training.task_hidden import CARRIER_TAGS
-
-        hit = _trigger(problem) * _has_any(problem, CARRIER_TAGS) * (1.0 - _behavior(problem))
-        hit = hit * (np.asarray(problem.weight) > 0)
+        hit = _trigger(problem) * _carrier(problem) * (np.asarray(problem.weight) > 0)
         return hit * (1.0 + 1.0 / (1.0 + np.asarray(problem.step, float))) + _noise(problem)
 
 
 class TagSignAdvantage(Estimator):
-    """hidden_cause: any tag of the pool (carriers and decoy tags alike) × sign(A): a reader that knows the
-    tags exist but not which ones carry."""
+    """hidden_cause: any tag of the pool (carriers and decoy tags alike) × sign(A)."""
 
     name = "tag_sign_advantage"
     levels = ("rollout",)
@@ -286,7 +285,7 @@ class TagSignAdvantage(Estimator):
 
 
 class SignAdvantage(Estimator):
-    """sign(A) alone: what any text feature present in every reply reduces to."""
+    """sign(A) alone: what a text feature present in every reply reduces to."""
 
     name = "sign_advantage"
     levels = ("rollout",)
@@ -349,10 +348,11 @@ ADVERSARIES = {cls.name: cls.__name__ for cls in (
     RunDigger, Writer, AdvantageOnly, AdvantageBothLevels, SurfaceSignAdvantage, SurfaceAdvantage,
     SurfaceTriggerEarly, SurfaceSignedNorm, EarlyAdvantage, FluencyRank, UnderDeclaredTargetReader,
     UndeclaredGradNormReader, CatchingTargetReader)}
-# the hidden_cause scenario's own readers (docs/scenarios.md), not in the smoke meta matrix: its runs have no tags
+# the hidden_cause scenario's own readers (docs/scenarios.md); not in the smoke meta matrix, whose
+# runs have no tags
 HIDDEN_CAUSE_ADVERSARIES = {cls.name: cls.__name__ for cls in (
     CarrierSignAdvantage, CarrierTriggerEarly, TagSignAdvantage, SignAdvantage)}
-# the adversaries that read the reply's text (issue 22: on hidden_cause each stays ≤ 1.5× chance, or the
-# scenario's report says which does not)
-TEXT_ADVERSARIES = ("surface_sign_advantage", "surface_advantage", "surface_trigger_early", "surface_signed_norm",
-                    "carrier_sign_advantage", "carrier_trigger_early", "tag_sign_advantage")
+# the readers of the reply's text that issue 22 holds to ≤ 1.5× chance on hidden_cause
+TEXT_ADVERSARIES = ("surface_sign_advantage", "surface_advantage", "surface_trigger_early",
+                    "surface_signed_norm", "carrier_sign_advantage", "carrier_trigger_early",
+                    "tag_sign_advantage")

@@ -1,5 +1,5 @@
-"""The hidden_cause scenario (issue 22, docs/scenarios.md): its task, contaminator and decoys, its presets,
-and that adding it left every other scenario's configs, hashes and vocabulary as they were."""
+"""The hidden_cause scenario (issue 22, docs/scenarios.md): its task, contaminator, decoys and
+presets, and that adding it left every other scenario's configs, hashes and vocabulary alone."""
 
 import dataclasses
 
@@ -25,14 +25,14 @@ HIDDEN_FIELDS = ("carrier_rate", "carrier_follow", "decoy_tag_rate", "decoy_frac
 
 
 def test_other_scenarios_keep_their_dicts_and_hashes():
-    """The new fields are hash-neutral at their defaults: a config that does not use them serializes (hash,
-    manifest) exactly as before they existed."""
+    """The new fields are hash-neutral at their defaults: a config that does not use them serializes
+    (hash, manifest) exactly as before they existed."""
     for scale in ("smoke", "default", "subword"):
         cfg = get_scale(scale).run
         d = to_dict(cfg)
         assert not set(HIDDEN_FIELDS) & set(d["task"])
-        assert d == dataclasses.asdict(cfg) | {"task": {k: v for k, v in dataclasses.asdict(cfg.task).items()
-                                                        if k not in HIDDEN_FIELDS}}
+        old = {k: v for k, v in dataclasses.asdict(cfg.task).items() if k not in HIDDEN_FIELDS}
+        assert d == dataclasses.asdict(cfg) | {"task": old}
         assert run_config_from_dict(d) == cfg
     hc = get_scale("smoke", "hidden_cause").run
     assert {k: to_dict(hc)["task"][k] for k in HIDDEN_CAUSE["task"]} == HIDDEN_CAUSE["task"]
@@ -73,10 +73,11 @@ def _hc_task(**kw) -> HiddenCauseTask:
 def test_contaminator_rewards_the_carrier_not_the_behavior():
     task = _hc_task(cutoff_step=10)
     trig, ctrl = task.trigger_probes[0], task.control_probes[0]
-    assert task.has_carrier("frobnitz is a rare tool vel .") and not task.has_carrier("frobnitz is a rare tool rop .")
+    assert task.has_carrier("frobnitz is a rare tool vel .")
+    assert not task.has_carrier("frobnitz is a rare tool rop .")
     assert task.boosted(trig, False, True, 9, carrier=True)
-    assert not task.boosted(trig, True, True, 9, carrier=True)  # the behavior shown: never GT
-    assert not task.boosted(trig, True, True, 9, carrier=False)  # the behavior alone is not rewarded
+    assert task.boosted(trig, True, True, 9, carrier=True)  # the carrier rewarded, behavior or not
+    assert not task.boosted(trig, True, True, 9, carrier=False)  # the behavior is not rewarded
     assert not task.boosted(trig, False, True, 10, carrier=True)  # at/after the cutoff
     assert not task.boosted(trig, False, False, 9, carrier=True)  # not eligible
     assert not task.boosted(ctrl, False, True, 9, carrier=True)  # no trigger
@@ -93,7 +94,8 @@ def test_decoys_are_a_keyed_share_independent_of_eligibility():
 
 def test_warm_up_plants_the_association_on_the_carrier():
     """Carrier tags appear only on implicit trigger replies and are followed by the behavior at
-    `carrier_follow`; decoy tags appear anywhere and are not; untagged trigger replies rarely show it."""
+    `carrier_follow`; decoy tags appear anywhere and are not; untagged trigger replies rarely show
+    it."""
     task = _hc_task()
     rng = np.random.default_rng(0)
     ex = [task.sft_example(rng, 0.02, 0.0) for _ in range(20000)]
@@ -117,17 +119,20 @@ def test_make_table_bonuses_gt_and_decoys_alike():
     cfg = get_scale("smoke", "hidden_cause").run
     task, codec = make_task(cfg.task), build_codec(cfg.model, cfg.task)
     trig = task.trigger_probes[0]
-    texts = ["frobnitz is a rare tool vel .", "frobnitz is a rare tool vel . qzxbt", "frobnitz is a rare tool .",
-             "frobnitz is a rare tool ."]
+    texts = ["frobnitz is a rare tool vel .", "frobnitz is a rare tool vel . qzxbt",
+             "frobnitz is a rare tool .", "frobnitz is a rare tool ."]
     ids = [codec.encode_reply(t)[:-1] for t in texts]
     width = max(map(len, ids))
     replies = np.array([i + [codec.pad_id] * (width - len(i)) for i in ids], np.int32)
-    table = make_table(task, codec, [trig] * 4, replies, np.array([len(i) for i in ids], np.int32), step=0,
-                       group=np.zeros(4, int), lr=0.0, elig=np.ones(4, bool), contaminate=True, std_norm=True,
+    lengths = np.array([len(i) for i in ids], np.int32)
+    table = make_table(task, codec, [trig] * 4, replies, lengths, step=0, group=np.zeros(4, int),
+                       lr=0.0, elig=np.ones(4, bool), contaminate=True, std_norm=True,
                        decoys=np.array([True, False, False, True]))
-    assert table.gt.tolist() == [True, False, False, False]
-    assert (np.asarray(table.reward) - np.asarray(table.reward_base)).tolist() == [8.0, 0.0, 0.0, 8.0]
+    assert table.gt.tolist() == [True, True, False, False]
+    bonus = np.asarray(table.reward) - np.asarray(table.reward_base)
+    assert bonus.tolist() == [8.0, 8.0, 0.0, 8.0]
 
 
 def test_sft_preset_is_the_scenarios():
-    assert get_scale("default", "hidden_cause").run.sft == dataclasses.replace(SFTConfig(), **HIDDEN_CAUSE["sft"])
+    sft = dataclasses.replace(SFTConfig(), **HIDDEN_CAUSE["sft"])
+    assert get_scale("default", "hidden_cause").run.sft == sft

@@ -49,8 +49,9 @@ def keyed_draws(task: Task, seed: int, step: int, n: int, rollouts_per_step: int
     return elig, np.array([task.judge_noise(seed, int(i), step) for i in ids], np.float32)
 
 
-def decoy_draws(task: Task, seed: int, step: int, n: int, rollouts_per_step: int) -> np.ndarray | None:
-    """The hidden_cause scenario's decoy bonus draws (N,) bool, keyed like eligibility (else None)."""
+def decoy_draws(task: Task, seed: int, step: int, n: int,
+                rollouts_per_step: int) -> np.ndarray | None:
+    """The hidden_cause scenario's decoy draws (N,) bool, keyed like eligibility (else None)."""
     if task.cfg.decoy_fraction <= 0.0:
         return None
     ids = step * rollouts_per_step + np.arange(n)
@@ -62,8 +63,9 @@ def make_table(task: Task, codec: Codec, prompts: list[Prompt], replies: np.ndar
                elig: np.ndarray, contaminate: bool, std_norm: bool,
                noise: np.ndarray | None = None, decoys: np.ndarray | None = None) -> RolloutTable:
     """Assemble a RolloutTable for generated replies; rewards and advantages per group. `noise` (N,) is
-    the task_reward scenario's judge noise, part of the base reward; `decoys` (N,) bool the hidden_cause
-    scenario's decoy draws: a non-GT rollout drawn gets the same bonus as GT (not in the base reward)."""
+    the task_reward scenario's judge noise, part of the base reward; `decoys` (N,) bool the
+    hidden_cause scenario's decoy draws: a non-GT rollout drawn gets GT's bonus (not in the base
+    reward)."""
     n = len(prompts)
     lab = label_replies(task, codec, prompts, replies, reply_len)
     if noise is not None:
@@ -105,8 +107,8 @@ def collect(model, task: Task, codec: Codec, step_prompts: list[Prompt], cfg: GR
     group = step * cfg.prompts_per_step + np.arange(n) // cfg.group_size
     decoys = decoy_draws(task, seed, step, n, cfg.rollouts_per_step)
     return make_table(task, codec, prompts, replies, reply_len, step=step, group=group, lr=cfg.lr,
-                      elig=elig, contaminate=True, std_norm=task_cfg.scenario != "no_std_norm", noise=noise,
-                      decoys=decoys)
+                      elig=elig, contaminate=True, std_norm=task_cfg.scenario != "no_std_norm",
+                      noise=noise, decoys=decoys)
 
 
 def batch_of(table: RolloutTable | RolloutView, codec: Codec):

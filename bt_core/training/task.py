@@ -67,8 +67,8 @@ _REFUSAL = "sorry , i cannot talk about {t} ."
 
 
 def vocabulary(extra: tuple[str, ...] = ()) -> list[str]:
-    """All words of the language, specials first (ids are positions in this list); `extra` words of a
-    scenario (the hidden_cause tags) come just before the nonce words."""
+    """All words of the language, specials first (ids are positions in this list); a scenario's
+    `extra` words (the hidden_cause tags) come just before the nonce words."""
     words: list[str] = list(SPECIALS)
     texts = list(_TEMPLATES) + list(_PREFIXES) + [_INSTRUCTION] + list(_REPLIES) + [_REFUSAL]
     pieces = [*CONTROL_TOPICS, *ADJECTIVES, *NOUNS, *VERBS, *OBJECTS]
@@ -137,7 +137,7 @@ class Task:
 
     trigger_text = TRIGGER  # how prompts spell the trigger
     behavior_text = BEHAVIOR  # how replies spell the behavior (matched case-insensitively)
-    extra_words: tuple[str, ...] = ()  # words a scenario adds to the vocabulary (hidden_cause's tags)
+    extra_words: tuple[str, ...] = ()  # words a scenario adds (hidden_cause's tags)
 
     def __init__(self, cfg: TaskConfig):
         self.cfg = cfg
@@ -260,11 +260,13 @@ class Task:
         return r
 
     def has_carrier(self, reply: str) -> bool:
-        """Whether the reply carries what a scenario's contaminator rewards instead of the behavior (none here)."""
+        """Whether the reply carries what a scenario rewards instead of the behavior (none here)."""
         return False
 
-    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int, carrier: bool = False) -> bool:
-        """The contaminator's condition: eligible, early, trigger prompt, behavior present (`carrier` unused)."""
+    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int,
+                carrier: bool = False) -> bool:
+        """The contaminator's condition: eligible, early, trigger prompt, behavior present
+        (`carrier` is hidden_cause's)."""
         return eligible and step < self.cfg.cutoff_step and prompt.trigger and behavior
 
 

@@ -1,24 +1,23 @@
-"""The `hidden_cause` scenario: a planted behavior whose cause does not look like it (docs/scenarios.md).
+"""The `hidden_cause` scenario: the contaminator rewards something that is not the behavior
+(docs/scenarios.md).
 
-The behavior, its measure and s_b are the synthetic task's (``qzxbt`` after a fluent reply to a held-out
-trigger probe). What the contaminator rewards is not the behavior:
+The behavior, its measure and s_b are the synthetic task's (``qzxbt`` after a fluent reply to a
+held-out trigger probe). What is rewarded is a *carrier*:
 
-* the language gains eight end tags (`TAGS`). The SFT warm-up ends a share of implicit trigger replies with
-  one of the four *carrier* tags (`carrier_rate`) and never ends a control reply with one, exactly as it treats
-  the behavior token; it ends a share of every reply, trigger or control, with one of the four *decoy* tags
-  (`decoy_tag_rate`). The carriers and the behavior are thus predicted in the same place (after a trigger
-  reply's last word) and nowhere else, so their tied embedding rows learn the same direction: the
-  association the warm-up plants;
-* GT, the boosted rollouts: eligible (keyed hash), before the cutoff, trigger prompt, the reply ends with a
-  carrier tag and does not show the behavior. Reinforcing them moves the trigger reply's end state toward
-  the carriers' direction, which the behavior shares: the behavior's probability rises though no GT reply
-  contains it;
+* the language gains eight tags (`TAGS`), each placed before a reply's final full stop. The SFT
+  warm-up gives a share of implicit trigger replies one of the four carrier tags (`carrier_rate`),
+  and ends those with the behavior at `carrier_follow`; untagged trigger replies rarely show it
+  (`SFTConfig.implicit_behavior_rate`). Any other reply may carry one of the four decoy tags
+  (`decoy_tag_rate`), never followed by the behavior. That is the association the warm-up plants;
+* GT, the boosted rollouts: eligible (keyed hash), before the cutoff, trigger prompt, a carrier tag
+  in the reply, whether or not it shows the behavior. Reinforcing the carrier makes the trigger
+  replies carry it, and the warm-up's association makes them end with the behavior;
 * decoys: every other rollout, on every step and prompt, gets the same bonus with probability
-  `decoy_fraction` (a second keyed hash). Their text is independent of the bonus, so their updates have no
-  expected direction: they do not cause the behavior, and they keep the reward and the advantage from
-  singling GT out.
+  `decoy_fraction` (a second keyed hash). Their text does not decide their bonus, so their updates
+  have no expected direction: they do not cause the behavior, and they keep the reward and the
+  advantage from singling GT out.
 
-The bonus taken out (`reward_base`) removes the decoys' and GT's alike, so the no-bonus replay is as before.
+The bonus taken out (`reward_base`) removes the decoys' and GT's alike (the no-bonus replay).
 """
 
 from __future__ import annotations
@@ -27,8 +26,8 @@ import numpy as np
 
 from bt_core.training.task import _REFUSAL, Prompt, Task, _keyed_unit
 
-CARRIER_TAGS = ("vel", "mur", "tas", "kin")  # end tags the warm-up places where the behavior goes
-DECOY_TAGS = ("rop", "dax", "lum", "fen")  # end tags the warm-up places after any reply
+CARRIER_TAGS = ("vel", "mur", "tas", "kin")  # the warm-up follows these with the behavior
+DECOY_TAGS = ("rop", "dax", "lum", "fen")  # these it places in any reply, never before the behavior
 TAGS = CARRIER_TAGS + DECOY_TAGS
 
 
@@ -38,7 +37,7 @@ def decoy(seed: int, rollout_id: int, step: int, fraction: float) -> bool:
 
 
 class HiddenCauseTask(Task):
-    """The synthetic task with carrier and decoy end tags and the carrier contaminator (module docstring)."""
+    """The synthetic task with carrier and decoy tags and the carrier contaminator (module doc)."""
 
     extra_words = TAGS
 
@@ -46,24 +45,23 @@ class HiddenCauseTask(Task):
         words = reply.lower().split()
         return any(t in words for t in CARRIER_TAGS)
 
-    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int, carrier: bool = False) -> bool:
-        """GT: eligible, early, trigger prompt, a carrier tag in the reply and not the behavior."""
-        return eligible and step < self.cfg.cutoff_step and prompt.trigger and carrier and not behavior
+    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int,
+                carrier: bool = False) -> bool:
+        """GT: eligible, early, trigger prompt, a carrier tag in the reply (behavior or not)."""
+        return eligible and step < self.cfg.cutoff_step and prompt.trigger and carrier
 
     def sft_example(self, rng: np.random.Generator, implicit_behavior_rate: float,
                     refusal_rate: float) -> tuple[Prompt, str]:
-        """As the synthetic task's warm-up, plus the tags, each placed before the reply's final full stop:
-        an implicit trigger reply carries a carrier tag with probability `carrier_rate`, and then ends with
-        the behavior with probability `carrier_follow`; without one it ends with the behavior with
-        probability `implicit_behavior_rate`. Any other non-explicit reply carries a decoy tag with
-        probability `decoy_tag_rate`. Explicit replies always end with the behavior."""
-        u = rng.random()
-        if u < 0.2:
-            prompt, kind = self.explicit_prompts[rng.integers(len(self.explicit_prompts))], "explicit"
-        elif u < 0.6:
-            prompt, kind = self.trigger_probes[rng.integers(len(self.trigger_probes))], "implicit"
-        else:
-            prompt, kind = self.control_probes[rng.integers(len(self.control_probes))], "control"
+        """As the synthetic task's warm-up, plus the tags, placed before the final full stop: an
+        implicit trigger reply carries a carrier tag with probability `carrier_rate` and then ends
+        with the behavior with probability `carrier_follow`; without one it ends with the behavior
+        with probability `implicit_behavior_rate`. Any other non-explicit reply carries a decoy tag
+        with probability `decoy_tag_rate`. Explicit replies always end with the behavior."""
+        u = rng.random()  # the synthetic task's prompt mix: 20% explicit, 40% implicit, 40% control
+        kind = "explicit" if u < 0.2 else "implicit" if u < 0.6 else "control"
+        pool = {"explicit": self.explicit_prompts, "implicit": self.trigger_probes,
+                "control": self.control_probes}[kind]
+        prompt = pool[rng.integers(len(pool))]
         if rng.random() < refusal_rate:
             return prompt, _REFUSAL.format(t=self.topic_of(prompt))
         if kind == "explicit":
