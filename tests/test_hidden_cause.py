@@ -21,6 +21,8 @@ from bt_core.training.task import BEHAVIOR, vocabulary
 from bt_core.training.task_hidden import CARRIER_TAGS, DECOY_TAGS, TAGS, HiddenCauseTask, decoy
 from bt_core.training.task_natural import make_task
 
+pytest_plugins = ["pytester"]
+
 HIDDEN_FIELDS = ("carrier_rate", "carrier_follow", "decoy_tag_rate", "decoy_fraction")
 
 
@@ -136,3 +138,33 @@ def test_make_table_bonuses_gt_and_decoys_alike():
 def test_sft_preset_is_the_scenarios():
     sft = dataclasses.replace(SFTConfig(), **HIDDEN_CAUSE["sft"])
     assert get_scale("default", "hidden_cause").run.sft == sft
+
+
+def test_train_cli_refuses_a_scale_without_the_synthetic_language(tmp_path, capsys):
+    from bt_core.cli import main
+
+    assert main(["train", "--scale", "real", "--scenario", "hidden_cause", "--out", str(tmp_path / "r")]) == 2
+    assert "cannot run scenario 'hidden_cause'" in capsys.readouterr().err
+
+
+@pytest.mark.train
+def test_train_cli_writes_a_hidden_cause_run(tmp_path, capsys):
+    import json
+
+    from bt_core.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", "--scale", "smoke", "--scenario", "hidden_cause", "--steps", "2", "--out",
+                 str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["show", str(out), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["scenario"] == "hidden_cause" and shown["n_rollouts"] == 2 * 36
+
+
+def test_suite_refuses_an_unknown_scenario(pytester):
+    res = pytester.runpytest_inprocess("--scale=smoke", "--scenario=hidden", "--estimator=oracle",
+                                       "-p", "no:cacheprovider", f"--bt-cache={pytester.path / 'cache'}")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*--scenario: scenario='hidden' is unknown; choose one of*hidden_cause*"])
+    assert not (pytester.path / "cache").exists()
