@@ -210,6 +210,14 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
     "behaviortrace check --estimator=cosine --scale smoke --scenario hidden_cause": (
         Run("{doc} " + DRY + " --bt-cache={tmp}/cache"),
     ),
+    "python benchmarks/hidden_cause_figures.py --scale default --bt-cache DIR": (
+        Run("python benchmarks/hidden_cause_figures.py --help", cwd="root", expect="--bt-cache"),
+        Run(
+            "python benchmarks/hidden_cause_figures.py --scale default --bt-cache {tmp}/cache",
+            tier="full",
+            cwd="root",
+        ),
+    ),
     "behaviortrace train --scale smoke --scenario hidden_cause --seed 0 --out runs/hc0": (
         Elsewhere(
             "tests/test_hidden_cause.py::test_train_cli_writes_a_hidden_cause_run",
