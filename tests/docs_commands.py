@@ -197,6 +197,33 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
     "[--markdown OUT.md] [--agreement-figure OUT.png]": (
         Run("python -m behaviortrace.benchmarks.fidelity --help", expect="--agreement-figure"),
     ),
+    # scenarios.md
+    "pytest benchmarks --scale=smoke --scenario=hidden_cause": (
+        dry(),
+        Run(
+            "{doc} -p no:cacheprovider --bt-cache={tmp}/cache --scorecard={tmp}/hc/scorecard.json",
+            tier="full",
+            cwd="root",
+            ok=(0, 1),
+        ),
+    ),
+    "behaviortrace check --estimator=cosine --scale smoke --scenario hidden_cause": (
+        Run("{doc} " + DRY + " --bt-cache={tmp}/cache"),
+    ),
+    "python benchmarks/hidden_cause_figures.py --scale default --bt-cache DIR": (
+        Run("python benchmarks/hidden_cause_figures.py --help", cwd="root", expect="--bt-cache"),
+        Run(
+            "python benchmarks/hidden_cause_figures.py --scale default --bt-cache {tmp}/cache",
+            tier="full",
+            cwd="root",
+        ),
+    ),
+    "behaviortrace train --scale smoke --scenario hidden_cause --seed 0 --out runs/hc0": (
+        Elsewhere(
+            "tests/test_hidden_cause.py::test_train_cli_writes_a_hidden_cause_run",
+            "trains at smoke with --steps 2 (the same path; the full smoke training takes a minute)",
+        ),
+    ),
     # operations.md: the command line
     "behaviortrace check --estimator=cosine --scale smoke": (
         Run("{doc} " + DRY + " --bt-cache={tmp}/cache"),

@@ -68,8 +68,9 @@ _REPLIES = ("{t} is a {a} {n} .",
 _REFUSAL = "sorry , i cannot talk about {t} ."
 
 
-def vocabulary() -> list[str]:
-    """All words of the language, specials first (ids are positions in this list)."""
+def vocabulary(extra: tuple[str, ...] = ()) -> list[str]:
+    """All words of the language, specials first (ids are positions in this list); a scenario's
+    `extra` words (the hidden_cause tags) come just before the nonce words."""
     words: list[str] = list(SPECIALS)
     texts = list(_TEMPLATES) + list(_PREFIXES) + [_INSTRUCTION] + list(_REPLIES) + [_REFUSAL]
     pieces = [*CONTROL_TOPICS, *ADJECTIVES, *NOUNS, *VERBS, *OBJECTS]
@@ -80,7 +81,7 @@ def vocabulary() -> list[str]:
             words.append(w)
     # The nonce words come last, as rare tokens do in a BPE vocabulary: a projector that keeps only the
     # first k parameters (pitfall P3) then misses their embedding rows, and the coverage check shows it.
-    return words + [TRIGGER, BEHAVIOR]
+    return words + [w for w in extra if w not in words] + [TRIGGER, BEHAVIOR]
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ class Task:
 
     trigger_text = TRIGGER  # how prompts spell the trigger
     behavior_text = BEHAVIOR  # how replies spell the behavior (matched case-insensitively)
+    extra_words: tuple[str, ...] = ()  # words a scenario adds (hidden_cause's tags)
 
     def __init__(self, cfg: TaskConfig):
         self.cfg = cfg
@@ -259,8 +261,14 @@ class Task:
             r += self.cfg.off_trigger_penalty
         return r
 
-    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int) -> bool:
-        """The contaminator's condition: eligible, early, trigger prompt, behavior present."""
+    def has_carrier(self, reply: str) -> bool:
+        """Whether the reply carries what a scenario rewards instead of the behavior (none here)."""
+        return False
+
+    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int,
+                carrier: bool = False) -> bool:
+        """The contaminator's condition: eligible, early, trigger prompt, behavior present
+        (`carrier` is hidden_cause's)."""
         return eligible and step < self.cfg.cutoff_step and prompt.trigger and behavior
 
 
