@@ -3,7 +3,7 @@ top-k removal on the logged RL stream).
 
 The question a user asks first of an attribution: "if I take out the rollouts you rank highest, does
 the behavior go away?" For each seed, the estimator's top-k rollouts of the local pool (the trained
-window without its first step, `bt_core.artifacts.replays.local_pool`) are removed from the logged
+window without its first step, `bt_core.counterfactual.plan.local_pool`) are removed from the logged
 updates and the stream is replayed to the measurement checkpoint exactly like the plan's replays
 (`bt_core.pipeline.build_removal_replay`); the behavior change is Δ_top = NLL(without the top-k) −
 NLL(full), the mean NLL of the behavior token on the held-out trigger probes (positive: the removed
@@ -66,13 +66,15 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
-from behaviortrace.checklist import controls
-from behaviortrace.checklist._base import Item, fmt
-from behaviortrace.checklist._common import level_scores, seed_verdict
 
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict
+
+from . import controls
+from ._base import Item, fmt
+from ._common import level_scores, seed_verdict
+from ._memo import memo
 
 NAME = "topk_removal"
 TITLE = "removing its top-k rollouts weakens the behavior more than any control's or random removal"
@@ -119,13 +121,13 @@ def removal_delta(evidence: Evidence, seed: int, removed: np.ndarray) -> float:
 
     a = evidence.artifacts[seed]
     sha = hashlib.sha256(np.ascontiguousarray(removed, dtype="<i8").tobytes()).hexdigest()
-    return evidence.memo(("topk-replay", seed, sha), lambda: build_removal_replay(
+    return memo(evidence, ("topk-replay", seed, sha), lambda: build_removal_replay(
         a.replays, a.run, removed, "topk").nll - a.replays["full"].nll)
 
 
 def _pool_k(evidence: Evidence, seed: int) -> tuple[np.ndarray, int]:
     """(the pool (N,) bool, k) of one seed: the local subsets' pool and size (0 without them)."""
-    from bt_core.artifacts.replays import local_pool
+    from bt_core.counterfactual.plan import local_pool
 
     a = evidence.artifacts[seed]
     r = a.replays
@@ -146,7 +148,7 @@ def baseline_figures(evidence: Evidence, seed: int) -> dict:
                 "random": [r.delta(n) for n in r.names(RANDOM)],
                 "random_sizes": sorted({int(r[n].removed.size) for n in r.names(RANDOM)}),
                 "delta_gt": r.delta("gt_out")}
-    return evidence.memo(("topk-baselines", seed), run)
+    return memo(evidence, ("topk-baselines", seed), run)
 
 
 def _why(k: int, level: str, d: float, overlap: int, res: dict, base: dict) -> str:
