@@ -390,8 +390,8 @@ def _real() -> Scale:
         # a replay here is 8 GRPO updates of the 135M model (44–49 CPU-s with its measure): 4 random removals
         # for causal_gt and the minimum 8 LDS subsets keep one seed's replays at 11–12 CPU-min; the LDS at M = 8
         # is underpowered (a Spearman CI of about ±0.6) and is reported, not relied on; the 8 judged
-        # reweightings and full_f64 run in float64 (not measured at this scale: ~1.7× a float32 replay
-        # at default, so about 12 more CPU-min per seed)
+        # reweightings and full_f64 run in float64 (not measured at this scale: ~1.7× a float32
+        # replay at default, so about 12 more CPU-min per seed)
         counterfactual=CounterfactualConfig(n_random=4, n_lds=8, n_local=8, n_reweight=8),
         seeds=(0, 1, 2),
     )

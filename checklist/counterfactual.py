@@ -49,18 +49,18 @@ run in float64 (1.7× a float32 replay). The reweighted subsets are the local su
 removal and reweighting are compared on the same rollouts. The rule, its CIs and its controls are
 unchanged; only the perturbation it measures changed.
 
-*What the exact influence gave on the judged subsets* (measured after the choice, `metagrad` alone;
-the other estimators were scored after this was written). Smoke, M = 24: LDS 0.99 [0.94, 1.00], 1.00
-[0.98, 1.00], 1.00 [0.99, 1.00] on seeds 0–2 (local removals of the same subsets 0.91, 0.85, 0.94;
-half window 0.62, 0.19, 0.17). Not every subset is first order at δ = 0.01: on smoke seed 0 the
-subsets holding rollouts of the window's second step (AdamW's second update, still near the sign
-regime of the first) depart by up to 38% of the largest Δ (reweight_13: −1.11e-4 measured, −2.04e-4
-predicted) and reach the derivative only at δ = 1e-4 (−1.98e-2 per unit δ against −2.04e-2); without
-that step's rollouts δ = 0.01 is first order (9.31e-3 against 9.28e-3). The median subset is within
-1%, and the Spearman absorbs the rest. Default, M = 32: 1.00 [1.00, 1.00], 0.93 and 1.00 on seeds
-0–2 (the same subsets removed whole: 0.76, −0.16, 0.83; half window 0.09, 0.03, 0.69). Every other
-estimator stayed at or below 0.50 there (docs/counterfactual.md has the table): the rule now separates
-the exact influence from its approximations, where the removal rule had let the controls tie it.
+*What the exact influence gave on the judged subsets* (measured after the rule and δ were fixed,
+which stay as written above). Smoke, M = 24: LDS 0.99 [0.94, 1.00], 1.00 [0.98, 1.00], 1.00 [0.99,
+1.00] on seeds 0–2 (local removals of the same subsets 0.91, 0.85, 0.94; half window 0.62, 0.19,
+0.17). Not every subset is first order at δ = 0.01: on smoke seed 0 the subsets holding rollouts of
+the window's second step (AdamW's second update, still near the sign regime of the first) depart by
+up to 38% of the largest Δ (reweight_13: −1.11e-4 measured, −2.04e-4 predicted) and reach the
+derivative only at δ = 1e-4 (−1.98e-2 per unit δ against −2.04e-2); without that step's rollouts δ =
+0.01 is first order (9.31e-3 against 9.28e-3). The median subset is within 1%, and the Spearman
+absorbs the rest. Default, M = 32: 1.00 [1.00, 1.00], 0.93 and 1.00 on seeds 0–2 (the same subsets
+removed whole: 0.76, −0.16, 0.83; half window 0.09, 0.03, 0.69). Every other estimator stayed at or
+below 0.50 there (docs/counterfactual.md has the table): the rule now separates the exact influence
+from its approximations, where the removal rule had let the controls tie it.
 
 Rule, on every seed, on the judged subsets:
 

@@ -64,14 +64,13 @@ A seed without replays, or whose local removals differ in size from k, is invali
 (k = 22): `metagrad`, `cosine`, `cosine_centred` and `dot`/`tracincp` pass every seed (ΔNLL 1.8–5.3
 nats) against the controls' 0.06–2.8, the oracle's 0.07–0.37 and the random removals' bars
 0.07–0.15. Default (k = 240, seeds 0–2): `dot`/`tracincp` pass every seed (9.76, 9.72, 9.14 nats
-against signed_norm's 9.35, 7.95, 6.93 and advantage's 7.16, 7.38, 4.39), `cosine`,
-`cosine_centred` and `tracin_adam` pass seeds 1–2; the oracle (0.45, 0.71, 0.29: k GT rollouts
-picked by the tie-break), random and fluency fail. `metagrad` fails every default seed (3.41, 0.32,
-3.99): the rollouts with the largest first-order effect are not the set whose whole removal weakens
-the behavior most, the nonlinearity that took the LDS off whole removals (checklist/counterfactual.py).
+against signed_norm's 9.35, 7.95, 6.93 and advantage's 7.16, 7.38, 4.39), `cosine`, `cosine_centred`
+and `tracin_adam` pass seeds 1–2; the oracle (0.45, 0.71, 0.29: k GT rollouts picked by the
+tie-break), random and fluency fail. `metagrad` fails every default seed (3.41, 0.32, 3.99): the
+rollouts with the largest first-order effect are not the set whose whole removal weakens the
+behavior most, the nonlinearity that took the LDS off whole removals (checklist/counterfactual.py).
 The item asks the set-level question on purpose and reports that the causal ideal of the per-rollout
-question does not answer it.
-"""
+question does not answer it. """
 
 from __future__ import annotations
 
