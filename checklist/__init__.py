@@ -18,14 +18,12 @@ from . import (
     headroom,
     magnitude_control,
     seed_variance,
-    topk_removal,
 )
 from ._base import Item
 from .setup import ADVISORY_SETUP_ITEMS, GATING_SETUP_ITEMS, SETUP_ITEMS, TARGET_SETUP_ITEMS
 
 ESTIMATOR_ITEMS: tuple[Item, ...] = (magnitude_control.ITEM, fluency_control.ITEM, headroom.ITEM,
-                                     counterfactual.ITEM, topk_removal.ITEM, seed_variance.ITEM,
-                                     draw_variance.ITEM)
+                                     counterfactual.ITEM, seed_variance.ITEM, draw_variance.ITEM)
 ITEMS: tuple[Item, ...] = SETUP_ITEMS + ESTIMATOR_ITEMS
 
 __all__ = ["ADVISORY_SETUP_ITEMS", "ESTIMATOR_ITEMS", "GATING_SETUP_ITEMS", "ITEMS", "SETUP_ITEMS",

@@ -18,7 +18,7 @@ ITEMS = ("magnitude_control", "fluency_control", "headroom", "seed_variance", "d
 # least one judged item (test_every_adversary_fails_a_judged_item)
 EXPECTED = {
     "oracle": {i: "pass" for i in ITEMS},
-    "random": {i: "fail" for i in (*ITEMS, "counterfactual", "topk_removal")},
+    "random": {i: "fail" for i in (*ITEMS, "counterfactual")},
     "norm_only": {"magnitude_control": "fail"},
     "fluency": {"fluency_control": "fail"},
     "norm_plus_tiny_target": {"magnitude_control": "fail"},
@@ -29,11 +29,11 @@ EXPECTED = {
     "surface_sign_advantage": {"magnitude_control": "fail"},  # it is the surface baseline: cannot beat itself
     "fluency_rank": {"fluency_control": "fail"},
     # no way to the answers and no writing: every item fails, with the reason
-    **{e: {i: "fail" for i in (*ITEMS, "counterfactual", "topk_removal")}
+    **{e: {i: "fail" for i in (*ITEMS, "counterfactual")}
        for e in ("label_reader", "declared_label_reader", "reward_reader", "eligibility_reader", "run_digger",
                  "writer")},
     # reading a field it did not declare fails every item, with the field named (even when caught)
-    **{e: {i: "fail" for i in (*ITEMS, "counterfactual", "topk_removal")} for e in UNDECLARED},
+    **{e: {i: "fail" for i in (*ITEMS, "counterfactual")} for e in UNDECLARED},
 }
 
 
@@ -92,7 +92,7 @@ def test_every_adversary_fails_a_judged_item(matrix, estimator):
 
 @pytest.mark.parametrize("estimator", list(ADVERSARIES))
 def test_every_adversary_fails_counterfactual(matrix, estimator):
-    """The item the exact metagradient passes (tests/test_metagrad.py, README) is failed by every adversary:
+    """The item the exact metagradient passes (tests/test_metagrad.py, docs/items.md) fails every adversary:
     text, reward, advantage and label tricks do not predict the local replays beyond the controls."""
     _, recs = matrix
     rec = recs[(estimator, "counterfactual")]
