@@ -57,9 +57,10 @@ the window's second step (AdamW's second update, still near the sign regime of t
 up to 38% of the largest Δ (reweight_13: −1.11e-4 measured, −2.04e-4 predicted) and reach the
 derivative only at δ = 1e-4 (−1.98e-2 per unit δ against −2.04e-2); without that step's rollouts δ =
 0.01 is first order (9.31e-3 against 9.28e-3). The median subset is within 1%, and the Spearman
-absorbs the rest. Default, M = 32: 1.00 [1.00, 1.00], 0.93 and 1.00 on seeds 0–2 (the same subsets
-removed whole: 0.76, −0.16, 0.83; half window 0.09, 0.03, 0.69). Every other estimator stayed at or
-below 0.50 there (docs/counterfactual.md has the table): the rule now separates the exact influence
+absorbs the rest. Default, M = 32: 1.00 [1.00, 1.00], 0.93 [0.83, 0.97], 1.00, 1.00, 1.00 on seeds
+0–4 (the same subsets removed whole: 0.76, −0.16, 0.83, 0.83, 0.59; half window 0.09, 0.03, 0.69,
+0.60, 0.32). Every other estimator measured stayed far below it (at most 0.72, `cosine` on seed 4; ≤
+0.50 on seeds 0–3; docs/counterfactual.md has the table): the rule now separates the exact influence
 from its approximations, where the removal rule had let the controls tie it.
 
 Rule, on every seed, on the judged subsets:
