@@ -4,13 +4,16 @@ trained window measured in the same run.
     python benchmarks/bench_metagrad.py --scale smoke --seeds 0 1 2
     python benchmarks/bench_metagrad.py --scale default --seeds 0 1 2 3 4 --bt-cache /tmp/bt --json out.json
 
-For each seed the run and its replays are built or loaded through the cache (not timed). Then, each in its
-own fresh process with one torch thread (so that its peak memory is its own): one replay of the seed's
-first LDS subset (`lds_0`: half the window removed, every step from 0 replayed, float32, as the suite's
-replays; `replay_model` and the behavior NLL, without the s_b generations the suite's replay adds), and
-the metagradient in float64 (the estimator's default) and in float32. Figures: process-CPU and wall
-seconds (the fastest of `--repeats`), the ratio of metagrad's CPU seconds to the replay's, the split into
-forward recomputation and reverse sweep, and the peak resident memory (VmHWM) of the process and its rise
+For each seed the run and its replays are built or loaded through the cache (not timed). Then, each
+in its own fresh process with one torch thread (so that its peak memory is its own): one replay of
+the window — the seed's first local subset (`local_0`: 5% of the window removed, every step from 0
+replayed, float32, as the suite's removals; `replay_model` and the behavior NLL, without the s_b
+generations the suite's replay adds; a half-window subset, the comparator before, replays half the
+window's rows and made the ratio look worse than it is against a replay of the logged stream) — the
+same replay in float64 (as the judged reweightings run), and the metagradient in float64 (the
+estimator's default) and in float32. Figures: process-CPU and wall seconds (the fastest of
+`--repeats`), the ratio of metagrad's CPU seconds to the replay's, the split into forward
+recomputation and reverse sweep, and the peak resident memory (VmHWM) of the process and its rise
 over the RSS after loading the run. Not a pytest file: nothing here asserts a timing.
 """
 
@@ -39,7 +42,7 @@ def _mem_kb(field: str) -> int:
 
 
 def _job(scale: str, seed: int, cache: str, what: str, repeats: int, q) -> None:
-    """One measurement in a fresh process: `what` = replay | float64 | float32."""
+    """One measurement in a fresh process: `what` = replay | replay64 | float64 | float32."""
     import numpy as np
     import torch
 
@@ -59,12 +62,15 @@ def _job(scale: str, seed: int, cache: str, what: str, repeats: int, q) -> None:
     out = {"cpu": [], "wall": []}
     for _ in range(repeats):
         t0, c0 = time.perf_counter(), time.process_time()
-        if what == "replay":  # the engine's replay of lds_0 and its NLL (without the s_b generations)
-            spec = next(sp for sp in plan(run.rollouts, run.config, s.counterfactual) if sp.name == "lds_0")
+        if what in ("replay", "replay64"):  # the engine's replay of local_0 and its NLL (no s_b)
+            specs = plan(run.rollouts, run.config, s.counterfactual)
+            spec = next(sp for sp in specs if sp.name == "local_0")
             keep = np.ones(len(run.rollouts), bool)
             keep[spec.removed] = False
+            dt = torch.float64 if what == "replay64" else None
+            adv = np.asarray(run.rollouts.advantage, np.float64 if dt else np.float32)
             with torch_threads(run.config.threads):
-                model = replay_model(run, keep, np.asarray(run.rollouts.advantage, np.float32), 0, measure.step)
+                model = replay_model(run, keep, adv, 0, measure.step, dtype=dt)
                 behavior_nll(model, measure.examples, run.codec.pad_id)
             out["steps"] = measure.step
         else:
@@ -93,11 +99,13 @@ def measure(scale: str, seed: int, cache: str, what: str, repeats: int) -> dict:
 
 def bench_seed(scale: str, seed: int, cache: str, repeats: int, dtypes: tuple[str, ...]) -> list[dict]:
     rep = measure(scale, seed, cache, "replay", repeats)
+    rep64 = measure(scale, seed, cache, "replay64", repeats)
     rows = []
     for what in dtypes:
         mg = measure(scale, seed, cache, what, repeats)
         rows.append({"scale": scale, "seed": seed, "dtype": what, "n_params": mg["n_params"],
                      "steps": rep["steps"], "replay_cpu_s": round(min(rep["cpu"]), 3),
+                     "replay_f64_cpu_s": round(min(rep64["cpu"]), 3),
                      "metagrad_cpu_s": round(min(mg["cpu"]), 3), "metagrad_wall_s": round(min(mg["wall"]), 3),
                      "ratio": round(min(mg["cpu"]) / min(rep["cpu"]), 2), "forward_s": mg["forward_s"],
                      "reverse_s": mg["reverse_s"], "drift": mg["drift"], "peak_mb": mg["peak_mb"],

@@ -286,20 +286,27 @@ class CounterfactualConfig:
     # equal-size random removals beside leave-GT-out (causal_gt): enough to estimate their spread for the
     # item's z rule (an SD from 8 draws is within ~±30% of the true one), cheap next to the LDS subsets
     n_random: int = 8
-    # M half-window subsets (reported beside the counterfactual item, no longer judged: see its module):
-    # a Spearman ρ ≈ 0.5 has a 95% CI of about ±0.2 at M = 50 (SE ≈ (1 − ρ²)/√(M − 3)), enough to report;
-    # 100 (±0.15) was the judged size, and its 50 extra replays per seed now pay for the local subsets
-    n_lds: int = 50
+    # M half-window subsets (reported beside the counterfactual item, not judged: see its module);
+    # 16 keep the figure (a Spearman ρ ≈ 0.5 has a 95% CI of about ±0.35 at M = 16) and pay for the
+    # judged subsets
+    n_lds: int = 16
     # share of the trained window's rollouts each LDS subset removes: 0.5 maximizes the variance of the
     # subset indicators (p(1 − p)), hence the power of a linear datamodel, as in datamodels/TRAK's LDS
     lds_fraction: float = 0.5
-    # M local subsets (the LDS the counterfactual item judges): each removes `local_fraction` of the trained
-    # window, drawn from the window without its first step (checklist/counterfactual.py gives the figures
-    # behind both choices: a half-window removal and the first AdamW update are far from first order)
-    # 50: with the 50 half-window subsets a seed replays 111 subsets, as many as before the local ones were
-    # added, so the suite's cold time does not grow; ρ ≈ 0.5 then has a 95% CI of ±0.2, ρ ≈ 0.95 of ±0.03
-    n_local: int = 50
+    # M local subsets, each removing `local_fraction` of the trained window, drawn from the window
+    # without its first step (checklist/counterfactual.py gives the figures: a half-window removal
+    # and the first AdamW update are far from first order); removed whole they are reported (16: the
+    # nonlinearity shows on the same subsets the item judges reweighted), reweighted by 1 −
+    # `reweight_delta` they are judged
+    n_local: int = 16
     local_fraction: float = 0.05
+    # M judged subsets: local subsets (the first n_reweight of the same draws) whose rollouts keep
+    # weight 1 − δ in the loss instead of 0, replayed in float64 beside a float64 `full_f64` (the
+    # item's module says why δ = 0.01 and float64); 32 float64 replays cost about as much as 54
+    # float32 ones at default, and a Spearman ρ ≈ 0.95 then has a 95% CI of about ±0.04, ρ ≈ 0.6 of
+    # ±0.25
+    n_reweight: int = 32
+    reweight_delta: float = 0.01
     # held-out trigger probes of the behavior measure: trigger prompts from templates the GRPO pool never
     # uses (`Task.heldout_probes`), so the measure is the behavior, not the memory of a trained prompt
     n_probes: int = 20
@@ -312,6 +319,11 @@ class CounterfactualConfig:
         _check(0.0 < self.lds_fraction < 1.0, f"lds_fraction={self.lds_fraction} must lie in (0, 1)")
         _check(self.n_local >= 8, f"n_local={self.n_local} must be ≥ 8: a Spearman over fewer subsets says nothing")
         _check(0.0 < self.local_fraction < 1.0, f"local_fraction={self.local_fraction} must lie in (0, 1)")
+        _check(self.n_reweight >= 8, f"n_reweight={self.n_reweight} must be ≥ 8: a Spearman over "
+               "fewer subsets says nothing")
+        _check(0.0 < self.reweight_delta < 1.0,
+               f"reweight_delta={self.reweight_delta} must lie in (0, 1): a reweighted rollout "
+               "keeps weight 1 − δ (δ = 1 is a removal: the local subsets)")
         _check(self.n_probes >= 1 and self.replies_per_probe >= 1,
                f"n_probes={self.n_probes} and replies_per_probe={self.replies_per_probe} must be ≥ 1")
 
@@ -344,7 +356,7 @@ def _smoke() -> Scale:
         draws=DrawConfig(n_draws=3, group_size=6),
         seeds=(0, 1, 2),
         # smaller M: smoke checks that both counterfactual items run end to end, not their power
-        counterfactual=CounterfactualConfig(n_random=4, n_lds=24, n_local=24),
+        counterfactual=CounterfactualConfig(n_random=4, n_lds=24, n_local=24, n_reweight=24),
     )
 
 
@@ -414,8 +426,10 @@ def _real() -> Scale:
         draws=DrawConfig(n_draws=2, group_size=8, repeats=1, temperature=0.9, top_p=0.95),
         # a replay here is 8 GRPO updates of the 135M model (44–49 CPU-s with its measure): 4 random removals
         # for causal_gt and the minimum 8 LDS subsets keep one seed's replays at 11–12 CPU-min; the LDS at M = 8
-        # is underpowered (a Spearman CI of about ±0.6) and is reported, not relied on
-        counterfactual=CounterfactualConfig(n_random=4, n_lds=8, n_local=8),
+        # is underpowered (a Spearman CI of about ±0.6) and is reported, not relied on; the 8 judged
+        # reweightings and full_f64 run in float64 (not measured at this scale: ~1.7× a float32
+        # replay at default, so about 12 more CPU-min per seed)
+        counterfactual=CounterfactualConfig(n_random=4, n_lds=8, n_local=8, n_reweight=8),
         seeds=(0, 1, 2),
     )
 

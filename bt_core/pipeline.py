@@ -18,6 +18,8 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
+import numpy as np
+
 from bt_core.artifacts.draws import Draw
 from bt_core.artifacts.keys import (
     DRAWS_VERSION,
@@ -28,13 +30,13 @@ from bt_core.artifacts.keys import (
     seed_keys,
     sketch_key,
 )
-from bt_core.artifacts.replays import Replays
+from bt_core.artifacts.replays import Replay, Replays
 from bt_core.artifacts.seed import SeedArtifacts
 from bt_core.artifacts.sketches import Sketches
 from bt_core.artifacts.store import ArtifactStore, save_array
 from bt_core.artifacts.targets import Targets
 from bt_core.config import CounterfactualConfig, DrawConfig, RunConfig, SketchConfig, to_dict
-from bt_core.counterfactual.plan import measure_config, plan, trained_window
+from bt_core.counterfactual.plan import ReplaySpec, measure_config, plan, trained_window
 from bt_core.counterfactual.replay import build_replay
 from bt_core.draws.build import build_draw
 from bt_core.gradients.sketch import sketch_run
@@ -43,8 +45,8 @@ from bt_core.targets.build import build_targets
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.loop import train_run
 
-__all__ = ["SeedArtifacts", "build_all", "build_replays", "build_run", "build_seed", "build_sketches", "run_key",
-           "seed_keys"]
+__all__ = ["SeedArtifacts", "build_all", "build_removal_replay", "build_replays", "build_run",
+           "build_seed", "build_sketches", "run_key", "seed_keys"]
 
 
 def build_run(store: ArtifactStore, cfg: RunConfig, progress: bool = False, key: bytes | None = None
@@ -99,6 +101,28 @@ def build_replays(store: ArtifactStore, run: TrainedRun, run_cfg: RunConfig, cf:
 
     path = store.get_or_build("replaysets", set_key, {"run": rk, "counterfactual": to_dict(cf)}, build_set)
     return set_key, Replays(path)
+
+
+def build_removal_replay(replays: Replays, run: TrainedRun, removed,
+                         name: str = "removal") -> Replay:
+    """The replay of `run`'s logged stream without the rows `removed`, measured like the seed's plan
+    replays (`replays`) and cached beside them under the same key (run + the removed set's sha256 +
+    the measure's config), so a set the plan already holds is the plan's own replay and a different
+    set never reuses another's. For sets chosen at judging time (the top-k removal item): the
+    counterfactual config and the cache are those `replays` was built with (its manifest), and the
+    store's per-key lock makes concurrent sessions (xdist workers) build each set once; a replay set
+    rebuilt in this session (its rebuild token) rebuilds these too."""
+    manifest = json.loads((replays.path / "manifest.json").read_text())
+    cf = CounterfactualConfig(**manifest["config"]["counterfactual"])
+    rk = manifest["config"]["run"]
+    sp = ReplaySpec(name, "remove", np.unique(np.asarray(removed, np.int64)), replays.measure.step)
+    ident, measure = sp.identity(), measure_config(cf)
+    rebuild = manifest.get("rebuild_token") or False
+    store = ArtifactStore(replays.path.parent.parent, rebuild=rebuild)
+    config = {"run": rk, "replay": ident, "measure": measure}
+    path = store.get_or_build("replays", replay_key(rk, ident, measure), config,
+                              lambda d: build_replay(run, sp, cf, d))
+    return Replay(path)
 
 
 STAGES = ("run", "sketches", "targets", "draws", "replays")  # what build_seed reports, in order

@@ -1,72 +1,82 @@
-"""Estimator item — the linear datamodeling score (LDS) against counterfactual replays of the stream.
+"""Estimator item — the linear datamodeling score (LDS) against counterfactual replays of the
+stream.
 
-The other items score a method against labels that the reply's text and advantage give away. This one
-scores it against what retraining does (TRAK's / dattri's LDS on the logged RL stream): M subsets of the
-trained window's rollouts are removed from the logged updates and replayed to the measurement checkpoint
-(`bt_core.counterfactual.replay`); the measured change is Δ_m = NLL_m − NLL_full of the behavior token on held-out
-trigger probes (positive: the subset had taught the behavior). An estimator's prediction for subset m is
-the sum of its rollout scores over the removed rollouts (a step-level-only method: its step score broadcast
-to the step's rollouts), so positive LDS means "high scores predict that removing those rollouts weakens
-the behavior".   LDS = Spearman(prediction_m, Δ_m) over the M subsets (scipy's average ranks).
+The other items score a method against labels that the reply's text and advantage give away. This
+one scores it against what retraining does (TRAK's / dattri's LDS on the logged RL stream): M
+subsets of the trained window's rollouts have their weight in the logged loss changed, and the
+stream is replayed to the measurement checkpoint (`bt_core.counterfactual.replay`); the measured change is
+Δ_m = NLL_m − NLL_full of the behavior token on held-out trigger probes (positive: the subset had
+taught the behavior). An estimator's prediction for subset m is the sum of its rollout scores over
+the subset (a step-level-only method: its step score broadcast to the step's rollouts), so positive
+LDS means "high scores predict that weakening those rollouts weakens the behavior".   LDS =
+Spearman(prediction_m, Δ_m) over the M subsets.
 
-**Which subsets it judges: the local ones.** The item judges the `local_<i>` subsets (`n_local` = 50 at
-default, 24 at smoke): each removes `local_fraction` = 5% of the window, drawn from the window *without its
-first step*. The half-window subsets (`lds_<i>`, `lds_fraction` = 0.5, `n_lds` = 50 at default) are reported
-beside it, not judged. The reasoning, written from the exact metagradient's figures (`metagrad`, the
-derivative of this very measure through the replayed updates, checked against finite differences in
-tests/test_metagrad.py) before any other estimator was scored on the local subsets:
+**What it judges: small reweightings of local subsets** (`reweight_<i>`, M = `n_reweight` = 32 at
+default, 24 at smoke): each draws `local_fraction` = 5% of the trained window, from the window
+without its first step, and keeps those rollouts at weight 1 − δ (δ = `reweight_delta` = 0.01)
+instead of 1; each is replayed in float64 from step 0 beside a float64 replay of the logged stream
+(`full_f64`). Reported beside it, not judged: the same subsets removed whole (`local_<i>`, δ = 1)
+and half-window removals (`lds_<i>`).
 
-* A rule must be passable by the exact influence, the one calibration it may use. At a half-window
-  removal `metagrad`'s LDS on the smoke seeds was 0.62, 0.19 and 0.17: a 50% removal is far from first order
-  under AdamW (its update m̂/√v̂ is scale-free, so halving a step's gradient changes the update much less
-  than linearly, and the clip couples every rollout of a step). The half-window LDS measures those
-  interactions, which no sum of per-rollout scores can price; TRAK/datamodels chose 0.5 for the variance
-  of the indicators, a choice for retraining noise that bit-exact replays do not have.
-* The first step of the window is AdamW's first update with a nonzero gradient: its second moment is that
-  gradient's own square, so the update is ≈ lr·u/(|u| + ε) ≈ lr·sign(u) per coordinate. The exact
-  derivative there is dominated by the coordinates with |u| within a few ε of 0 (slope up to 1/ε), and
-  holds only over perturbations of that size; a whole rollout's removal acts through sign flips.
-  Measured: the summed |metagrad| of the first step was 14.2 and 2.3 on smoke seeds 1 and 2 against
-  0.01–0.33 for every other step (seed 0: 0.03 against 0.13); dropping only the first step's predictions
-  took seeds 1 and 2 at the half window from 0.19/0.17 to 0.66/0.95.
-* Local subsets from the window without its first step: `metagrad`'s LDS on smoke seeds 0/1/2 was
-  0.96/0.97/0.98 at 5% (CI lower bounds 0.87/0.91/0.92, M = 24) and 0.91/0.94/0.96 at 10%; MAGIC reports
-  LDS ≈ 1 at small drop fractions. 5% is the fraction judged (at smoke ~22 rollouts, at default ~5% of
-  ~3,500); smaller removals move the measure less than float32 replay rounding can.
+*Why not whole-rollout removals* (written from `metagrad`'s figures alone, before any other
+estimator was scored on the new subsets). `metagrad` is the exact derivative of this very measure
+with respect to every rollout's weight, checked against central finite differences
+(tests/test_metagrad.py); it is the one calibration the rule may use. Every score the item can judge
+enters it as a sum over the subset: an additive model, which is a first-order model of the response,
+and whose exact answer is that derivative. Judged on whole removals, the causal ideal failed default
+seeds 0 and 1 (local LDS 0.73 [0.54, 0.87] and −0.14 [−0.42, 0.14]; half window 0.35 and −0.14).
+Seed 1 is not a wrong derivative (finite differences agree to 1.5e-4; a float32 replay equals a
+float64 one to 1e-5): scaling the rollouts of local_0 by w = 0.99 / 0.9 / 0.5 / 0 moved the NLL by
+−0.00006 / −0.00074 / +0.0082 / +0.0252 where the derivative predicts −0.00006 / −0.00062 / −0.0031
+/ −0.0062. A removal of 240 whole rollouts leaves the region where the 80-step AdamW trajectory is
+linear in the weights (AdamW's update m̂/√v̂ is scale-free, the clip couples every rollout of a
+step, and the downstream steps amplify the interactions: MAGIC's "metasmoothness" is missing at this
+scale). A Spearman over such removals then ranks the subsets by that curvature — by how the removed
+rollouts interact through the optimizer — which no sum of per-rollout scores can express and which
+the exact per-rollout answer itself gets backwards. That is not attribution; a rule its ideal fails
+measures something else. (On the smoke seeds the same removals gave 0.96/0.97/0.98; TRAK's choice of
+half-window subsets is about the variance of the indicators under retraining noise, which bit-exact
+replays do not have.)
 
-**What the default scale shows, and what is not solved.** At default (M = 50 local subsets of 240 rollouts, 5%
-of the 4,800-rollout window) `metagrad`'s local LDS is 0.73 [0.54, 0.87], −0.14 [−0.42, 0.14], 0.83
-[0.67, 0.93], 0.78 [0.61, 0.88], 0.64 [0.37, 0.85] on seeds 0–4 (half-window: 0.35, −0.14, 0.77, 0.47,
-0.35): it passes seeds 2–4, fails seed 0 by the paired CIs against advantage (0.54) and signed_norm (0.61),
-and fails seed 1, where dot/tracincp (0.52) and tracin_adam (0.53) predict the replays better than it.
-Seed 1 is not a wrong derivative: there too it matches central finite differences (relative error 1.2e-4
-and 1.5e-4 on rollouts of steps 31 and 56), and a float32 replay equals a float64 one (Δ 0.02523 against
-0.02524). It is the response: scaling the rollouts of subset local_0 by w = 0.99 / 0.9 / 0.5 / 0 moved the
-NLL by −0.00006 / −0.00074 / +0.0082 / +0.0252 where the derivative predicts −0.00006 / −0.00062 / −0.0031 /
-−0.0062; over 10 subsets of 1% of the window its Spearman was 0.04, and with the local subsets only
-down-weighted by 10% 0.25. On that seed the logged trajectory is not smooth in the rollout weights on the
-scale of one rollout (MAGIC's "metasmoothness"): whole-rollout removals measure the curvature of the
-80-step AdamW map, which no per-rollout score, the exact one included, prices; a derivative taken at each
-rollout's own step (TracIn-like, blind to the downstream trajectory's sharp directions) is more robust to it.
-The rule that the exact influence passes on every seed is still to be found (candidates: an LDS over
-infinitesimal reweightings, which by construction calibrates against the metagradient itself; or a
-smoother measure); this item keeps the local rule, which the causal ideal passes on 3 of 5 default seeds
-and 2 of 3 smoke seeds (seed 1 there fails on power: 0.85 against advantage 0.70, signed_norm 0.59 and
-surface 0.59 at M = 24).
+*Why δ = 0.01 and float64.* Where the response is first order, the measured Δ_m is what the additive
+model is a model of, and the bit-exact replay has no retraining noise to average out, so small
+changes give clean signal. On the least smooth seed (default 1) the response to w = 0.99 matched the
+derivative to the two digits shown and w = 0.9 departed from it by 19%: δ = 0.01 is judged, the
+largest of those two sizes inside the first-order region. At δ = 0.01 the response is ~6e-5 nats;
+float32 replay rounding moved it by 7% (local_0 of default seed 1: −6.70e-5 in float32, −6.26e-5 in
+float64; at δ = 0.001 float32 was 70% off, float64 linear to 1%: −6.19e-6), so the judged replays
+run in float64 (1.7× a float32 replay). The reweighted subsets are the local subsets' own draws, so
+removal and reweighting are compared on the same rollouts. The rule, its CIs and its controls are
+unchanged; only the perturbation it measures changed.
 
-Rule, on every seed, on the local subsets:
+*What the exact influence gave on the judged subsets* (measured after the rule and δ were fixed,
+which stay as written above). Smoke, M = 24: LDS 0.99 [0.94, 1.00], 1.00 [0.98, 1.00], 1.00 [0.99,
+1.00] on seeds 0–2 (local removals of the same subsets 0.91, 0.85, 0.94; half window 0.62, 0.19,
+0.17). Not every subset is first order at δ = 0.01: on smoke seed 0 the subsets holding rollouts of
+the window's second step (AdamW's second update, still near the sign regime of the first) depart by
+up to 38% of the largest Δ (reweight_13: −1.11e-4 measured, −2.04e-4 predicted) and reach the
+derivative only at δ = 1e-4 (−1.98e-2 per unit δ against −2.04e-2); without that step's rollouts δ =
+0.01 is first order (9.31e-3 against 9.28e-3). The median subset is within 1%, and the Spearman
+absorbs the rest. Default, M = 32: 1.00 [1.00, 1.00], 0.93 [0.83, 0.97], 1.00, 1.00, 1.00 on seeds
+0–4 (the same subsets removed whole: 0.76, −0.16, 0.83, 0.83, 0.59; half window 0.09, 0.03, 0.69,
+0.60, 0.32). Every other estimator measured stayed far below it (at most 0.72, `cosine` on seed 4; ≤
+0.50 on seeds 0–3; docs/counterfactual.md has the table): the rule now separates the exact influence
+from its approximations, where the removal rule had let the controls tie it.
+
+Rule, on every seed, on the judged subsets:
 
 * the 95% bootstrap CI over subsets (N_BOOT = 2000 percentile resamples of the M subsets) of the
   estimator's LDS has its lower bound > 0, and
-* paired against every target-free control (`controls.CONTROL_NAMES`: advantage, signed_norm, norm_only)
-  and the surface baseline (behavior text × sign(A)), the 95% CI of the LDS *difference*, over the same
-  resample indices, has its lower bound > 0.
+* paired against every target-free control (`controls.CONTROL_NAMES`: advantage, signed_norm,
+  norm_only) and the surface baseline (behavior text × sign(A)), the 95% CI of the LDS *difference*,
+  over the same resample indices, has its lower bound > 0.
 
-A control compared with itself differs by exactly 0 in every resample (lower bound 0, not > 0): the rule
-fails it without a special case. The **ceiling** beside every verdict is `metagrad`'s own LDS on the same
-subsets, and each LDS is also shown as a share of it; the half-window figures are reported the same way.
-The oracle (GT counts) is not a perfect LDS predictor: a subset's GT count ignores every other rollout's
-effect, and a random subset removes about its share of GT (the meta-test asks only that it carries signal).
+A control compared with itself differs by exactly 0 in every resample (lower bound 0, not > 0): the
+rule fails it without a special case. The **ceiling** beside every verdict is `metagrad`'s own LDS
+on the same subsets, and each LDS is also shown as a share of it; the reported subsets (local
+removals, half window) are shown the same way. The oracle (GT counts) is not a perfect LDS
+predictor: a subset's GT count ignores every other rollout's effect, and a random subset holds about
+its share of GT.
 """
 
 from __future__ import annotations
@@ -90,8 +100,8 @@ ALPHA = 0.05  # two-sided: 95% percentile intervals
 BOOT_SEED = 0xD5  # the resample indices (shared by every estimator and control: differences are paired)
 BASELINES = (*controls.CONTROL_NAMES, controls.SURFACE)
 MARGIN = "Δ LDS over the control (paired bootstrap 95% CI over subsets)"
-JUDGED = "local"  # plan prefix of the judged subsets; "lds": the half-window subsets, reported
-REPORTED = "lds"
+JUDGED = "reweight"  # plan prefix of the judged subsets (local subsets at weight 1 − δ, float64)
+REPORTED = {"local": "local_removal", "lds": "half_window"}  # reported prefix → its figures' key
 CEILING = "metagrad"
 
 
@@ -137,12 +147,13 @@ def _lds(evidence: Evidence, seed: int, prefix: str, scores: np.ndarray) -> tupl
     return lds_bootstrap(subset_sums(x, scores)[None, :], y, N_BOOT, BOOT_SEED)
 
 
-def reported(evidence: Evidence, seed: int, scores: np.ndarray) -> dict | None:
-    """The half-window LDS (not judged): the estimator's, the baselines' and the ceiling's, with shares."""
-    if subsets(evidence, seed, REPORTED) is None:
+def reported(evidence: Evidence, seed: int, scores: np.ndarray, prefix: str) -> dict | None:
+    """The LDS on the reported `prefix` subsets (not judged): the estimator's, the baselines' and
+    the ceiling's, with shares; None where the seed has none."""
+    if subsets(evidence, seed, prefix) is None:
         return None
-    lds, boot = _lds(evidence, seed, REPORTED, scores)
-    base = baseline_figures(evidence, seed, REPORTED)
+    lds, boot = _lds(evidence, seed, prefix, scores)
+    base = baseline_figures(evidence, seed, prefix)
     return {"lds": float(lds[0]), "ci": list(percentile_ci(boot[0], ALPHA)), "ceiling": base["ceiling"],
             "share": _share(float(lds[0]), base["ceiling"]), "baselines_lds": base["lds"],
             "baselines_share": {b: _share(v, base["ceiling"]) for b, v in base["lds"].items()}}
@@ -151,7 +162,9 @@ def reported(evidence: Evidence, seed: int, scores: np.ndarray) -> dict | None:
 def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
     data = subsets(evidence, seed)
     if data is None:
-        return {"status": Status.INVALID_SETUP, "why": "no local counterfactual replays were built for this seed"}
+        return {"status": Status.INVALID_SETUP,
+                "why": f"no {JUDGED}_<i> counterfactual replays were built for this seed "
+                       "(a cache built by an older plan?)"}
     x, y = data
     if np.ptp(y) == 0:
         return {"status": Status.INVALID_SETUP, "why": "every subset's replay measured the same behavior"}
@@ -170,7 +183,8 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     ok = lo > 0 and all(beaten.values())
     lost = [b for b, v in beaten.items() if not v]
     ceil = base["ceiling"]
-    why = (f"local LDS {fmt(float(lds[0]))} [{fmt(lo)}, {fmt(hi)}] over {y.size} subsets ({level}), "
+    why = (f"LDS {fmt(float(lds[0]))} [{fmt(lo)}, {fmt(hi)}] over {y.size} reweighted subsets "
+           f"({level}), "
            f"{fmt(_share(float(lds[0]), ceil))} of the ceiling (metagrad {fmt(ceil)}); "
            + ", ".join(f"{b} {fmt(base['lds'][b])}" for b in BASELINES)
            + (f"; not beaten (paired CI): {', '.join(lost)}" if lost else ""))
@@ -180,7 +194,7 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
             "ceiling_ci": base["ceiling_ci"], "ceiling_features": f"{CEILING}'s LDS on the same subsets",
             "share": _share(float(lds[0]), ceil),
             "baselines_share": {b: _share(v, ceil) for b, v in base["lds"].items()},
-            "half_window": reported(evidence, seed, scores),
+            **{key: reported(evidence, seed, scores, prefix) for prefix, key in REPORTED.items()},
             "margin": lo, "chance_margin": float(lds[0]),
             "versus": {"LDS 0": {"value": float(lds[0]), "ci": [lo, hi]},
                        **{b: {"value": float(lds[0]) - base["lds"][b], "ci": list(diffs[b])} for b in BASELINES}},
@@ -190,7 +204,8 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
     return seed_verdict(NAME, evaluate_seed, spec, evidence, headline="lds", margin=MARGIN,
                         extra={"n_boot": N_BOOT, "alpha": ALPHA, "baselines": list(BASELINES),
-                               "judged_subsets": JUDGED, "reported_subsets": REPORTED, "ceiling": CEILING})
+                               "judged_subsets": JUDGED,
+                               "reported_subsets": list(REPORTED), "ceiling": CEILING})
 
 
 ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="causal ground truth (LDS, TRAK/dattri)", headline="lds")

@@ -84,9 +84,13 @@ class Replays:
         """Plan names starting with `prefix` + '_' (e.g. 'lds', 'random'), in plan order."""
         return [n for n in self.by_name if n.startswith(prefix + "_")]
 
+    def baseline(self, name: str) -> str:
+        """The replay `name` is compared with: ``full_f64`` for a float64 replay, else ``full``."""
+        return "full_f64" if self[name].info.get("dtype", "float32") == "float64" else "full"
+
     def delta(self, name: str) -> float:
-        """NLL(without `name`'s subset) − NLL(full), at the measurement step."""
-        return self[name].nll - self["full"].nll
+        """NLL(`name`'s subset removed or reweighted) − NLL(its baseline), at the measure step."""
+        return self[name].nll - self[self.baseline(name)].nll
 
     def delta_s_b(self, name: str) -> float:
         """Drop in s_b, s_b(full) − s_b(without): positive when the behavior weakened."""

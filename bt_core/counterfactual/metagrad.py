@@ -28,17 +28,23 @@ given (θ̄, m̄, v̄) of step s + 1:
     m̄_s = β₁ M,   v̄_s = β₂ V
     ∂f/∂w_i = ∂⟨g_s, ḡ⟩/∂w_i = −c_i A_i ⟨∇ℓ_i(θ_s), ḡ⟩     for every rollout i of step s
 
-The clip's dependence on w is the ⟨ū, g⟩ term (w moves ‖g‖); θ̄_s and ∂f/∂w come from one autograd call on
-⟨g(θ, w), ḡ⟩ with g built with create_graph and w a leaf (the unrolled-autograd formulation, one step's
-graph at a time: the Adam and clip adjoints are the closed forms above, only ∇L's Jacobian is autograd's).
-A row with A_i = 0 gets exactly 0; rollouts at steps ≥ T never act on θ_T and get 0.
+The clip's dependence on w is the ⟨ū, g⟩ term (w moves ‖g‖); θ̄_s and ∂f/∂w come from one autograd
+call on ⟨g(θ, w), ḡ⟩ with g built with create_graph and w a leaf (the unrolled-autograd formulation,
+one interval's graphs at a time: the Adam and clip adjoints are the closed forms above, only ∇L's
+Jacobian is autograd's). A row with A_i = 0 gets exactly 0; rollouts at steps ≥ T never act on θ_T
+and get 0.
 
-**Recomputation.** The states (θ_s, m_s, v_s) are recomputed by replay from the stored checkpoints (with
-their AdamW state), one checkpoint interval at a time, from the last segment backwards: memory is
-3 × n_params × (checkpoint interval) floats plus one step's double-backward graph (≈ 21 MB in float64
-at the default scale: 89k parameters × 3 × 10 steps), never the whole trajectory. Compute: one forward
-replay of steps [0, T) plus, per step, one forward + backward with graph + double backward (≈ 2–3 training
-updates): about 3–4 replays (measured: `benchmarks/bench_metagrad.py`).
+**Recomputation.** The states (θ_s, m_s, v_s) are recomputed by replay from the stored checkpoints
+(with their AdamW state), one checkpoint interval at a time, from the last segment backwards. The
+forward sweep builds each step's gradient g_s once, with its graph (`torch.func.functional_call` at
+a copy of θ_s, so that AdamW can move the model's parameters on while the graph keeps θ_s), applies
+it as training does, and keeps the graph; the reverse sweep differentiates that graph again (the
+double backward) and frees it. Rows with A = 0 add exactly 0 to the loss and are left out of both
+sweeps. Memory: 3 × n_params × (the checkpoint interval) floats plus the interval's step graphs,
+never the whole trajectory. Compute: one forward + backward with graph per step, then one double
+backward per step — the recomputation of g_s with its graph in the reverse sweep (a forward +
+backward per step, 23% of the CPU time at default seed 1: 17.9 → 13.8 s) is gone
+(`benchmarks/bench_metagrad.py` measures it beside a replay).
 
 **Precision.** `dtype=torch.float64` (the default) casts each checkpoint and its AdamW state and runs both
 sweeps in float64; the result is then exact to float64 rounding of the float64 replay from the stored
@@ -63,7 +69,7 @@ import numpy as np
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bt_core.counterfactual.replay import loss_weights, measure_loss, replay_step, step_bounds
+from bt_core.counterfactual.replay import loss_weights, measure_loss, step_bounds
 from bt_core.training import grpo
 from bt_core.training.model import cast_model, torch_threads
 from bt_core.training.objective import rollout_logprob
@@ -120,50 +126,80 @@ def _snapshot(model: torch.nn.Module, opt: torch.optim.Optimizer) -> _State:
     return _State([p.detach().clone() for p in params], m, v, t)
 
 
-def _segment_states(stream: LoggedStream, a: int, b: int, dtype) -> tuple[list[_State], dict, float]:
-    """Replay steps [a, b) from checkpoint a; the state before each step, AdamW's settings, and the max
-    |θ_b − checkpoint b| of the replay (0 in the run's dtype: the replay is bit-exact)."""
+@dataclass
+class _Step:
+    """One logged step as the forward sweep left it: the state before it, g_s = ∇L_s(θ_s; w) with
+    its graph (built once, by the forward sweep, and differentiated again by the reverse one), the
+    leaves θ_s and w it depends on (None where the step has no row with A ≠ 0: g_s = 0) and the live
+    rows."""
+
+    state: _State
+    g: list[torch.Tensor]
+    leaves: list[torch.Tensor] | None
+    w: torch.Tensor | None
+    live: np.ndarray
+
+
+def _segment(stream: LoggedStream, a: int, b: int, dtype) -> tuple[list[_Step], dict, float]:
+    """Replay steps [a, b) from checkpoint a, each step's gradient built with its graph
+    (`_step_gradient`) and applied as training applies it (clip, AdamW): the steps, AdamW's
+    settings, and the max |θ_b − checkpoint b| of the replay (float rounding: the rows with A = 0,
+    which add exactly 0 to the loss, are left out, as the suite's partial replays leave them
+    out)."""
     model = cast_model(stream.model_at(a), dtype)
     opt = stream.optimizer_at(a, model)
+    names = [n for n, _ in model.named_parameters()]
     t, bounds = stream.rollouts, step_bounds(stream.rollouts.step, a, b)
-    states = []
+    steps = []
     for s in range(a, b):
-        states.append(_snapshot(model, opt))
-        rows = np.arange(bounds[s - a], bounds[s - a + 1])
-        part = t.select(rows)
-        replay_step(model, opt, part, np.ones(rows.size, bool), np.asarray(part.advantage, np.float32),
-                    stream.codec, stream.grad_clip)
+        state = _snapshot(model, opt)
+        part = t.select(np.arange(bounds[s - a], bounds[s - a + 1]))
+        live = np.asarray(part.advantage) != 0
+        g, leaves, w = _step_gradient(model, names, state.theta, part, live, stream.codec, dtype)
+        with torch.no_grad():
+            for p, x in zip(model.parameters(), g, strict=True):
+                p.grad = x.detach().clone()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), stream.grad_clip)
+        opt.step()
+        steps.append(_Step(state, g, leaves, w, live))
     drift = 0.0
     if b in stream.checkpoint_steps:
         ref = cast_model(stream.model_at(b), dtype)
         pairs = zip(model.parameters(), ref.parameters(), strict=True)
         drift = max(float((p - q).detach().abs().max()) for p, q in pairs)
-    return states, _hyper(opt), drift
+    return steps, _hyper(opt), drift
 
 
-def _step_gradient(model, part, live: np.ndarray, codec, dtype) -> tuple[list[torch.Tensor], torch.Tensor | None]:
-    """g_s = ∇L_s at the model's parameters, built with create_graph, and the leaf w of the live rows."""
-    params = list(model.parameters())
+def _step_gradient(model, names: list[str], theta: list[torch.Tensor], part, live: np.ndarray,
+                   codec, dtype):
+    """(g_s, leaves θ_s, leaf w): g_s = ∇L_s at θ_s (`theta`, the model's parameters by `names`),
+    built with create_graph through `torch.func.functional_call`, so that the model's own parameters
+    can move on (AdamW updates them in place) while the graph keeps θ_s; w: the live rows' weights.
+    A step without a live row has g_s = 0 and no leaves."""
     rows = np.flatnonzero(live)
     if rows.size == 0:
-        return [torch.zeros_like(p) for p in params], None
+        return [torch.zeros_like(x) for x in theta], None, None
+    leaves = [x.detach().clone().requires_grad_(True) for x in theta]
+    params = dict(zip(names, leaves, strict=True))
     model.train()
     coef = loss_weights(part.group)[rows] * np.asarray(part.advantage, np.float64)[rows]
     w = torch.ones(rows.size, dtype=dtype, requires_grad=True)
+
+    def functional(**kw):
+        return torch.func.functional_call(model, params, (), kw)
+
     with sdpa_kernel(SDPBackend.MATH):  # the fused CPU kernel has no double backward; the math one does
-        ell = rollout_logprob(model, grpo.batch_of(part.select(rows), codec))
+        ell = rollout_logprob(functional, grpo.batch_of(part.select(rows), codec))
     loss = -(w * torch.from_numpy(coef).to(dtype) * ell).sum()
-    g = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
-    return [torch.zeros_like(p) if x is None else x for x, p in zip(g, params, strict=True)], w
+    g = torch.autograd.grad(loss, leaves, create_graph=True, allow_unused=True)
+    g = [torch.zeros_like(p) if x is None else x for x, p in zip(g, leaves, strict=True)]
+    return g, leaves, w
 
 
-def _reverse_step(model, state: _State, hp: dict, clip: float, part, live, codec, adj, dtype):
+def _reverse_step(step: _Step, hp: dict, clip: float, adj):
     """Pull (θ̄, m̄, v̄) of step s+1 back through step s (module docstring). Returns the adjoints of step s
     and ∂f/∂w of the live rows (None when the step has none)."""
-    with torch.no_grad():
-        for p, x in zip(model.parameters(), state.theta, strict=True):
-            p.copy_(x)
-    g, w = _step_gradient(model, part, live, codec, dtype)
+    state, g, w = step.state, step.g, step.w
     gd = [x.detach() for x in g]
     lr, b1, b2, eps, wd = hp["lr"], hp["b1"], hp["b2"], hp["eps"], hp["wd"]
     bc1, bc2 = 1.0 - b1 ** state.t, 1.0 - b2 ** state.t
@@ -192,8 +228,7 @@ def _reverse_step(model, state: _State, hp: dict, clip: float, part, live, codec
     if w is None:
         return (out_t, out_m, out_v), None
     inner = sum((x * gb).sum() for x, gb in zip(g, g_bar, strict=True))
-    params = list(model.parameters())
-    grads = torch.autograd.grad(inner, [*params, w], allow_unused=True)
+    grads = torch.autograd.grad(inner, [*step.leaves, w], allow_unused=True)
     out_t = [ot if h is None else ot + h.detach() for ot, h in zip(out_t, grads[:-1], strict=True)]
     return (out_t, out_m, out_v), grads[-1].detach().double().numpy()
 
@@ -217,18 +252,16 @@ def metagradient(stream: LoggedStream, examples, measure_step: int, dtype: torch
         fwd = rev = drift = 0.0
         for a, b in reversed(list(zip(cuts[:-1], cuts[1:], strict=True))):
             t0 = time.perf_counter()
-            states, hp, dr = _segment_states(stream, a, b, dtype)
+            steps, hp, dr = _segment(stream, a, b, dtype)
             t1 = time.perf_counter()
             drift = max(drift, dr)
             bounds = step_bounds(step, a, b)
             for s in range(b - 1, a - 1, -1):
                 rows = np.arange(bounds[s - a], bounds[s - a + 1])
-                part = t.select(rows)
-                live = np.asarray(part.advantage) != 0
-                adj, gw = _reverse_step(model, states[s - a], hp, stream.grad_clip, part, live, stream.codec, adj,
-                                        dtype)
+                adj, gw = _reverse_step(steps[s - a], hp, stream.grad_clip, adj)
                 if gw is not None:
-                    dfdw[rows[live]] = gw
+                    dfdw[rows[steps[s - a].live]] = gw
+                steps[s - a] = None  # its graph is freed as the sweep passes it
             fwd, rev = fwd + t1 - t0, rev + time.perf_counter() - t1
     return {"dfdw": dfdw, "nll": float(f.detach()), "forward_s": fwd, "reverse_s": rev, "drift": drift,
             "segments": len(cuts) - 1}

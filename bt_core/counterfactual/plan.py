@@ -11,7 +11,11 @@ The plan is a deterministic function of the run and a `CounterfactualConfig`:
 * ``no_bonus``: nothing removed, rewards without the contaminator's bonus, advantages recomputed;
 * ``lds_<i>`` (``n_lds``): round(lds_fraction × n) rollouts of the trained window, uniformly;
 * ``local_<i>`` (``n_local``): round(local_fraction × n) rollouts (n: the window's size) drawn uniformly
-  from the window without its first step (`local_pool`; the counterfactual item says why).
+  from the window without its first step (`local_pool`; the counterfactual item says why);
+* ``full_f64``: nothing removed, replayed in float64 from step 0 — the baseline of the reweightings;
+* ``reweight_<i>`` (``n_reweight``): the i-th local subset's draw, its rollouts kept at weight
+  1 − reweight_delta instead of removed, replayed in float64 from step 0 (what the counterfactual
+  item judges; float32 rounding moved a δ = 0.01 response by 7% on default seed 1).
 
 Trained window (`trained_window`, the one definition: the LDS subsets draw from it, the pipeline writes it
 to ``window.npy`` and the headroom item judges inside it): the rollouts of steps before the contaminator's
@@ -37,27 +41,46 @@ from bt_core.artifacts.rollouts import RolloutTable
 from bt_core.config import CounterfactualConfig, RunConfig, checkpoint_steps
 
 MODES = ("remove", "no_bonus")  # remove: rows out of the loss, logged advantages | no_bonus: see above
+DTYPES = ("float32", "float64")  # float32: the run's arithmetic (bit-exact) | float64: from step 0
 
 
 @dataclass(frozen=True)
 class ReplaySpec:
-    """One counterfactual: `removed` (sorted row indices of the run's rollouts table) leave the loss;
-    `mode="no_bonus"` also recomputes every advantage from the rewards without the bonus."""
+    """One counterfactual: the rows `removed` (sorted row indices of the run's rollouts table) keep
+    weight `weight` in the loss (0: they leave it; in (0, 1): a reweighting, their term A_i·ℓ_i
+    scaled by it); `mode="no_bonus"` also recomputes every advantage from the rewards without the
+    bonus. `dtype="float64"` replays in float64 from the step-0 checkpoint (cast), to be compared
+    with the float64 `full_f64`."""
 
-    name: str  # full | gt_out | random_<i> | no_bonus | lds_<i> (not part of the identity)
+    name: str  # the plan name (full, gt_out, ..., reweight_<i>): not part of the identity
     mode: str
     removed: np.ndarray  # (n_removed,) int64, sorted, unique
     measure_step: int
+    weight: float = 0.0
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"replay mode={self.mode!r} is unknown; choose one of {', '.join(MODES)}")
+        if not 0.0 <= self.weight < 1.0:
+            raise ValueError(f"replay weight={self.weight} must lie in [0, 1): the weight the "
+                             "subset's rows keep (0 removes them; 1 would change nothing)")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"replay dtype={self.dtype!r} is unknown; choose one of "
+                             f"{', '.join(DTYPES)}")
 
     def identity(self) -> dict:
-        """What the replay's bytes depend on besides the run and the measure (its cache key hashes this)."""
+        """What the replay's bytes depend on besides the run and the measure (its cache key hashes
+        this). A float32 removal has the identity it had before reweightings existed (its cached
+        bytes stay valid)."""
         r = np.ascontiguousarray(self.removed, dtype="<i8")
-        return {"mode": self.mode, "n_removed": int(r.size), "measure_step": int(self.measure_step),
-                "removed_sha256": hashlib.sha256(r.tobytes()).hexdigest()}
+        out = {"mode": self.mode, "n_removed": int(r.size), "measure_step": int(self.measure_step),
+               "removed_sha256": hashlib.sha256(r.tobytes()).hexdigest()}
+        if self.weight:
+            out["weight"] = float(self.weight)
+        if self.dtype != "float32":
+            out["dtype"] = self.dtype
+        return out
 
 
 def measure_step(cfg: RunConfig) -> int:
@@ -111,6 +134,10 @@ def plan(rollouts: RolloutTable, cfg: RunConfig, cf: CounterfactualConfig) -> li
     specs += [ReplaySpec(f"lds_{i}", "remove", draw(i, 0x1D5, n_lds), t) for i in range(cf.n_lds)]
     n_local = max(1, int(round(cf.local_fraction * window.size)))
     specs += [ReplaySpec(f"local_{i}", "remove", draw(i, 0x10C, n_local, pool), t) for i in range(cf.n_local)]
+    specs.append(ReplaySpec("full_f64", "remove", none, t, dtype="float64"))
+    w = 1.0 - cf.reweight_delta
+    specs += [ReplaySpec(f"reweight_{i}", "remove", draw(i, 0x10C, n_local, pool), t, weight=w,
+                         dtype="float64") for i in range(cf.n_reweight)]
     return specs
 
 

@@ -186,18 +186,34 @@ def first_changed_step(run: TrainedRun, keep: np.ndarray, adv: np.ndarray) -> in
     return int(np.asarray(run.rollouts.step)[changed].min()) if changed.any() else None
 
 
+def spec_weights(run: TrainedRun, spec: ReplaySpec) -> tuple[np.ndarray, np.ndarray]:
+    """(keep (N,) bool, adv (N,)) of `spec`: removed rows out of the loss, or (a reweighting) kept
+    with their advantage scaled by `spec.weight` (w_i and A_i enter the loss only as their product).
+    `adv` is float64 for a float64 replay (exact), else float32 (the logged arithmetic)."""
+    keep = np.ones(len(run.rollouts), bool)
+    rows = np.asarray(spec.removed, np.int64)
+    f64 = spec.dtype == "float64"
+    adv = replay_advantages(run, spec.mode).astype(np.float64 if f64 else np.float32)
+    if spec.weight:
+        adv[rows] *= spec.weight
+    else:
+        keep[rows] = False
+    return keep, adv
+
+
 def replay(run: TrainedRun, spec: ReplaySpec, cf: CounterfactualConfig) -> tuple[dict, TargetExamples]:
     """Replay `spec` and measure the behavior at its measurement step. Returns (figures, the measure's
     sequences). Starts from the latest stored checkpoint at or before the first changed step."""
     with torch_threads(run.config.threads):
         t0 = time.perf_counter()
-        n, stop = len(run.rollouts), int(spec.measure_step)
-        keep = np.ones(n, bool)
-        keep[np.asarray(spec.removed, np.int64)] = False
-        adv = replay_advantages(run, spec.mode)
+        stop = int(spec.measure_step)
+        keep, adv = spec_weights(run, spec)
         first = first_changed_step(run, keep, adv)
         start = stop if first is None or first >= stop else max(c for c in run.checkpoint_steps if c <= first)
-        model = replay_model(run, keep, adv, start, stop)
+        dtype = torch.float64 if spec.dtype == "float64" else None
+        if dtype is not None:
+            start = 0  # float64: every replay and its baseline `full_f64` from the same checkpoint
+        model = replay_model(run, keep, adv, start, stop, dtype=dtype)
         t1 = time.perf_counter()
         ex = measure_examples(run.task, run.codec, cf)
         max_new = run.config.grpo.max_new_tokens
