@@ -30,6 +30,22 @@ def test_duplicate_name_is_an_error():
         register(Other)
 
 
+def test_a_reimported_module_registers_its_classes_again(scoped_registry):
+    """Re-executing one definition (a module imported anew after sys.modules was restored) replaces its
+    spec; another class under a taken name is still refused."""
+    import importlib
+    import sys
+
+    names()
+    old = scoped_registry["random"].factory
+    saved = sys.modules.pop("bt_core.attribution.estimators.random")
+    try:
+        importlib.import_module("bt_core.attribution.estimators.random")
+        assert scoped_registry["random"].factory is not old
+    finally:
+        sys.modules["bt_core.attribution.estimators.random"] = saved
+
+
 def test_module_path_resolves_unregistered_code():
     spec = get("bt_core.attribution.estimators.random:Random")
     assert spec.origin.startswith("path:") and spec.create().name == "random"

@@ -179,6 +179,13 @@ def spec_from(obj, name: str | None, origin: str) -> EstimatorSpec:
     return EstimatorSpec(est_name, obj, levels, origin, doc, tuple(getattr(obj, "needs", ())), role)
 
 
+def _same_definition(a, b) -> bool:
+    """Whether `a` and `b` are one definition executed twice: the same module and qualified name (a
+    module re-imported, e.g. after pytester restored sys.modules, registers its classes again)."""
+    key = lambda o: (getattr(o, "__module__", None), getattr(o, "__qualname__", None))
+    return key(a) == key(b) and key(a) != (None, None)
+
+
 class Registry:
     """Registered estimators by name. `add` refuses a second estimator under a taken name
     (`DuplicateEstimatorError`); `scoped()` gives a block (a test, a one-off plug-in load) its own copy
@@ -193,7 +200,7 @@ class Registry:
         if not spec.name:
             raise ValueError(f"{obj!r} has no name: set a `name` attribute or pass register(name=...)")
         held = self._specs.get(spec.name)
-        if held is not None and held.factory is not obj:
+        if held is not None and held.factory is not obj and not _same_definition(held.factory, obj):
             raise DuplicateEstimatorError(
                 f"estimator name {spec.name!r} is already registered by {held.origin} "
                 f"({held.factory!r}); choose another name")
