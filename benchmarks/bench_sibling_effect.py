@@ -33,8 +33,8 @@ def measure(scale: str, seed: int, cache: str, repeats: int) -> dict:
 
     from bt_core.artifacts.store import ArtifactStore
     from bt_core.config import get_scale
+    from bt_core.draws.build import causal_label
     from bt_core.pipeline import build_all
-    from bt_core.targets.draws import causal_label
     from bt_core.training.model import torch_threads
 
     s = get_scale(scale)

@@ -68,9 +68,6 @@ positive rate.
 from __future__ import annotations
 
 import numpy as np
-from behaviortrace.checklist import controls
-from behaviortrace.checklist._base import Item, fmt
-from behaviortrace.checklist._common import seed_verdict
 
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.problem import AttributionProblem
@@ -87,6 +84,10 @@ from bt_core.metrics import (
     within_group_spearman,
 )
 from bt_core.reporting.scorecard import FAIL_FIRST, Status, Verdict, worst_status
+
+from . import controls
+from ._base import Item, fmt
+from ._common import seed_verdict
 
 NAME = "fluency_control"
 TITLE = ("survives the fluency control (residualized within-group AUC) and beats fluency's own "

@@ -25,8 +25,8 @@ def _rows(draw, n: int) -> np.ndarray:
 def _one_step(run, step: int, table, row: int | None, coef: float):
     """θ' after the replay engine's update on sibling `row` alone (A = coef: the loss −coef·ℓ,
     torch's clip_grad_norm_ and AdamW.step), or on no row at all (None): flat float64 parameters."""
+    from bt_core.counterfactual.replay import _partial_update
     from bt_core.training.model import cast_model
-    from bt_core.training.replay import _partial_update
 
     model = cast_model(run.model_at(step), torch.float64)
     opt = run.optimizer_at(step, model)
@@ -42,9 +42,9 @@ def test_the_effect_matches_central_finite_differences_along_the_engine_s_step(s
     Δ = θ'_i − θ'_∅, both steps taken by `_partial_update` (the engine the replays use); and it has
     the sign of the exact finite change f(θ'_∅) − f(θ'_i) on every sibling checked."""
     from bt_core.config import get_scale
+    from bt_core.counterfactual.replay import behavior_nll, measure_examples
     from bt_core.counterfactual.sibling_effect import run_coefficient
     from bt_core.training.model import torch_threads
-    from bt_core.training.replay import behavior_nll, measure_examples
 
     a = smoke_artifacts[0]
     run, draw = a.run, a.draws[0]

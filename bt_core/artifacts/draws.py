@@ -1,5 +1,5 @@
 """The `Draw` artifact: one seeded set of fresh sibling groups at the analysis checkpoint, with
-their sketches (built by `bt_core.targets.draws`). Files: ``rollouts/``, the `Sketches` files,
+their sketches (built by `bt_core.draws.build`). Files: ``rollouts/``, the `Sketches` files,
 ``draw.json`` and ``effect.npy`` (the causal label: each sibling's one-step effect on the behavior
 measure, an answer the attribution layer keeps from estimators like the behavior flag)."""
 

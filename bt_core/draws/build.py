@@ -24,6 +24,7 @@ import torch
 from bt_core.artifacts.run import Run
 from bt_core.artifacts.store import save_array
 from bt_core.config import CounterfactualConfig, DrawConfig, SketchConfig
+from bt_core.counterfactual.replay import measure_examples
 from bt_core.counterfactual.sibling_effect import run_coefficient, sibling_effects
 from bt_core.gradients.sketch import sketch_table_at
 from bt_core.targets.examples import behavior_prompts
@@ -31,7 +32,6 @@ from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.generate import sample
 from bt_core.training.grpo import make_table
 from bt_core.training.model import cast_model, torch_threads
-from bt_core.training.replay import measure_examples
 
 
 def analysis_step(run: Run, cfg: DrawConfig) -> int:
