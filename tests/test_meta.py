@@ -106,7 +106,7 @@ def test_every_adversary_fails_a_judged_item(matrix, estimator):
 
 @pytest.mark.parametrize("estimator", list(ADVERSARIES))
 def test_every_adversary_fails_counterfactual(matrix, estimator):
-    """The item the exact metagradient passes (tests/test_metagrad.py, README) is failed by every adversary:
+    """The item the exact metagradient passes (tests/test_metagrad.py, docs/items.md) fails every adversary:
     text, reward, advantage and label tricks do not predict the local replays beyond the controls."""
     _, recs = matrix
     rec = recs[(estimator, "counterfactual")]

@@ -193,7 +193,7 @@ def test_cli_show_refuses_a_damaged_run(run_copy, capsys):
 
     p = run_copy / "summary.json"
     p.write_text(p.read_text().replace('"gt_size": ', '"gt_size": 1', 1))
-    assert main(["show", str(run_copy)]) == ArtifactError.exit_code  # 7: damaged (README "Command line")
+    assert main(["show", str(run_copy)]) == ArtifactError.exit_code  # 7: damaged (docs/operations.md)
     err = capsys.readouterr().err
     assert "summary.json does not match its manifest hash" in err and "--bt-rebuild" in err
 
@@ -236,7 +236,7 @@ def test_damaged_cache_is_one_clear_session_error(suite, smoke_cache, tmp_path):
         f.seek(200)
         f.write(b"\x00\x01\x02\x03")
     res = suite("--estimator=oracle,random", "-ra", cache=cache)
-    assert res.ret == ArtifactError.exit_code == 7  # its own code (README "Command line"), not a test failure
+    assert res.ret == ArtifactError.exit_code == 7  # its own code (docs/operations.md), no test failure
     res.assert_outcomes(errors=1)  # the first test reports it, then the session stops
     res.stdout.fnmatch_lines(["*BehaviorTrace: damaged artifact cache*",
                               "BehaviorTrace artifact cache * is damaged: *emb.npy does not match its manifest "
