@@ -153,7 +153,9 @@ def p6(c: Card) -> str:
     dv = c.per_seed(GAS, "draw_variance")
     draws = [a for f in dv.values() for a in (f.get("auc") or {}).values()]
     flips = sum(len(f.get("flips") or []) for f in dv.values())
-    fails = sum(1 for f in dv.values() if any(st != "pass" for st in (f.get("status") or {}).values()))
+    # the reference's rule alone (the behavior label), not the causal label it did not have
+    ref = [(f.get("reference_status") or f.get("status") or {}).values() for f in dv.values()]
+    fails = sum(1 for statuses in ref if any(st != "pass" for st in statuses))
     if not seeds:
         return "—"
     return (f"GAS centred residualized AUC {_rng(seeds)} across seeds, {_rng(draws)} across draws; {flips} draw "

@@ -305,6 +305,20 @@ def matched_pair_auc(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray,
     return (wins / pairs if pairs else float("nan")), int(pairs)
 
 
+def within_group_spearman(scores: np.ndarray, y: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Spearman ρ of `scores` with `y` inside each group (`np.unique(groups)` order), (n_groups,);
+    NaN for a group of fewer than 3 members or a constant score or `y` in it."""
+    scores, y = np.asarray(scores, np.float64), np.asarray(y, np.float64)
+    groups = np.asarray(groups)
+    _, inv = np.unique(groups, return_inverse=True)
+    out = np.full(int(inv.max()) + 1 if inv.size else 0, np.nan)
+    for g in range(out.size):
+        rows = inv == g
+        if rows.sum() >= 3:
+            out[g] = spearman_rows(scores[rows], y[rows])
+    return out
+
+
 def cluster_bootstrap_mean_ci(values: np.ndarray, clusters: np.ndarray, n_boot: int = 1000, alpha: float = 0.05,
                               seed: int = 0) -> tuple[float, float]:
     """Percentile CI of the mean of `values`, resampling whole clusters; (nan, nan) when empty."""

@@ -24,6 +24,7 @@ from bt_core.artifacts.draws import Draw
 from bt_core.artifacts.keys import (
     DRAWS_VERSION,
     TARGETS_VERSION,
+    draw_measure,
     replay_key,
     replay_set_key,
     run_key,
@@ -130,14 +131,17 @@ STAGES = ("run", "sketches", "targets", "draws", "replays")  # what build_seed r
 
 def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
                progress: bool = False, report: Callable[[str], None] | None = None,
-               counterfactual: CounterfactualConfig | None = None) -> SeedArtifacts:
+               counterfactual: CounterfactualConfig | None = None,
+               replays_too: bool = True) -> SeedArtifacts:
     """Every artifact of one seed, built or loaded; `report(stage)` is called as each of `STAGES` is ready.
-    The counterfactual replays are built only with a `counterfactual` config (the stage is reported
-    either way)."""
+    The counterfactual replays are built only with a `counterfactual` config and `replays_too`
+    (the stage is reported either way); the draws' causal label uses its measure
+    (`keys.draw_measure`)."""
     done = report or (lambda stage: None)
     run = build_run(store, run_cfg, progress)
     done("run")
-    keys = seed_keys(run_cfg, sketch, draws)
+    keys = seed_keys(run_cfg, sketch, draws, counterfactual)
+    keys.pop("replays", None)  # added below once they are built
     rk, sk = keys["run"][1], to_dict(sketch)
     _, sk_path = build_sketches(store, run, run_cfg, sketch, progress)
     done("sketches")
@@ -148,12 +152,12 @@ def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, d
     draw_objs = []
     for i in range(draws.n_draws):
         dp = store.get_or_build(*keys[f"draw{i}"], {"run": rk, "sketch": sk, "draws": to_dict(draws), "draw": i,
-                                 "version": DRAWS_VERSION},
-                                lambda d, i=i: build_draw(run, draws, sketch, i, d))
+                                 "version": DRAWS_VERSION, "measure": draw_measure(counterfactual)},
+                                lambda d, i=i: build_draw(run, draws, sketch, i, d, counterfactual))
         draw_objs.append(Draw(dp))
     done("draws")
     replays = None
-    if counterfactual is not None:
+    if counterfactual is not None and replays_too:
         _, replays = build_replays(store, run, run_cfg, counterfactual, progress)
         keys["replays"] = ("replaysets", replays.path.name)
     done("replays")
@@ -162,12 +166,13 @@ def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, d
 
 
 def _build_paths(root: str, rebuild: bool | str, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
-                 queue=None, counterfactual: CounterfactualConfig | None = None) -> None:
+                 queue=None, counterfactual: CounterfactualConfig | None = None,
+                 replays_too: bool = True) -> None:
     """Worker entry point: build one seed's artifacts (results are read back from the cache); each finished
     stage is put on `queue` as (seed, stage) for the parent's progress bar."""
     report = None if queue is None else (lambda stage: queue.put((run_cfg.seed, stage)))
     build_seed(ArtifactStore(root, rebuild=rebuild), run_cfg, sketch, draws, report=report,
-               counterfactual=counterfactual)
+               counterfactual=counterfactual, replays_too=replays_too)
 
 
 def _build_replay_chunk(root: str, rebuild: bool | str, run_cfg: RunConfig, cf: CounterfactualConfig,
@@ -216,8 +221,9 @@ def _build_parallel(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConf
         ex = stack.enter_context(ProcessPoolExecutor(max_workers=workers, mp_context=ctx))
         bar = stack.enter_context(progress_bar(total=len(seeds) * len(STAGES), desc=f"building {len(seeds)} seeds",
                                                unit="stage", enabled=progress, leave=True, every=0))
+        # the replays are chunked below; the base task needs only the measure (the draws' label)
         base = {ex.submit(_build_paths, str(store.root), store.rebuild, run_cfg.with_seed(s), sketch, draws, queue,
-                          None): s for s in seeds}
+                          counterfactual, False): s for s in seeds}
         chunks: dict = {}  # future → seed
         left: dict[int, int] = {}  # seed → replay chunks not yet done
         pending = set(base)

@@ -20,10 +20,12 @@ constant, so fluency_control compares with norm_only alone.
 
 **The surface baseline** reads only the reply text and the advantage: 1 if the reply contains the
 behavior's token ids (`TokenIds.behavior_ids`, what a text search for "qzxbt" finds) × sign(A); on draws
-(weight 1) it is the behavior flag itself, i.e. the draw label. It is computed by the suite on the same
-fixtures and shown on every scorecard beside the controls. On the stream it gates `magnitude_control` like
-the controls (a pass must beat it by the paired rule at both levels; the reasoning is in that module); on
-draws it is the label itself, so `fluency_control` reports it and cannot gate on it.
+(weight 1) it is the behavior flag itself, i.e. the reference's draw label. It is computed by the
+suite on the same fixtures and shown on every scorecard beside the controls. On the stream it gates
+`magnitude_control` like the controls (a pass must beat it by the paired rule at both levels; the
+reasoning is in that module); on draws it is the reference's label itself, so against that label
+`fluency_control` only reports it — and against the draws' causal label (each sibling's one-step
+effect) it gates on it by the same paired rule.
 
 What beating it means. The planted cause is visible in the text: a GT rollout is an early, rewarded
 reply that shows the behavior. A method that does *not* beat the surface baseline has not shown that it
@@ -31,9 +33,10 @@ knows more than "which rewarded replies contain the behavior string" — its pas
 may be surface matching, not attribution: it fails `magnitude_control`. A method that beats it ranks the
 GT better than this reading of the reply text and the advantage's sign — not better than every reading:
 a heuristic that also reads the trigger and the step comes close to the ceiling on this fixture. On
-draws nothing can beat it (it is the label), so the draw items (fluency_control, draw_variance) measure
-agreement with a text-visible label. Only a counterfactual check (retraining without what a method ranks
-first: the LDS item) separates attribution from surface reading.
+draws nothing can beat it against the reference's label (it is that label); the draw items
+(fluency_control, draw_variance) therefore also judge against the causal label, where it is one
+reading among others and must be beaten. Counterfactual checks (the LDS item on the stream, the
+one-step effect on draws) are what separate attribution from surface reading.
 
 **Built-in controls as estimators** (`norm_only`, `random`, `fluency`: their classes declare
 ``role = "control"``, read through `EstimatorSpec.role`). They are judged by the
@@ -135,12 +138,14 @@ def draw_scores(evidence: Evidence, seed: int, draw: int, name: str) -> np.ndarr
 def baselines(evidence: Evidence) -> dict:
     """The controls and the surface baseline on every seed, for the scorecard (``baselines``): per seed and
     level, precision@|GT| and lift with chance and ceiling; per draw, the fluency-residualized within-group
-    AUC of the draw control and of the surface baseline."""
+    AUC of the draw control and of the surface baseline against the behavior label, and
+    (``causal``) the same against the causal label, with the surface baseline's raw AUC there."""
     from bt_core.metrics import ceiling_precision, chance, precision_at_k, residualize, within_group_auc
 
     out = {"controls": {c.name: {"rollout": c.rollout_rule, "step": c.step_rule} for c in CONTROLS},
            "surface": "1[reply contains the behavior's token ids] × sign(A) (step: summed), gates "
-                      "magnitude_control; draws: the behavior flag — reported, not gating", "per_seed": {}}
+                      "magnitude_control; draws: the behavior flag — reported against it, gating "
+                      "against the causal label", "per_seed": {}}
     for seed in evidence.seeds:
         pr, ps = evidence.stream_problem(seed, "rollout"), evidence.stream_problem(seed, "step")
         labels = evidence.labels(pr)
@@ -157,8 +162,14 @@ def baselines(evidence: Evidence) -> dict:
         for d in range(len(evidence.artifacts[seed].draws)):
             p = evidence.draw_problem(seed, d)
             y = evidence.labels(p)
-            row["draws"][d] = {name: within_group_auc(residualize(draw_scores(evidence, seed, d, name), p.fluency,
-                                                                  p.group), y, p.group)[0]
-                               for name in (DRAW_CONTROL, SURFACE)}
+            c = np.asarray(evidence.effect(p)) > 0
+            resid = {name: residualize(draw_scores(evidence, seed, d, name), p.fluency, p.group)
+                     for name in (DRAW_CONTROL, SURFACE)}
+            surface = draw_scores(evidence, seed, d, SURFACE)
+            row["draws"][d] = {n: within_group_auc(r, y, p.group)[0] for n, r in resid.items()}
+            row["draws"][d]["causal"] = {
+                **{n: within_group_auc(r, c, p.group)[0] for n, r in resid.items()},
+                "surface_raw": within_group_auc(surface, c, p.group)[0],
+                "positive_rate": float(c.mean())}
         out["per_seed"][seed] = row
     return out

@@ -3,10 +3,13 @@
 Rule, on every seed, over the seeded generation draws at the analysis checkpoint (≥ 2 draws needed to
 judge; the default scale has 5), with the fluency control's per-draw figures (`fluency_control`):
 
-1. the fluency-control verdict holds on every draw;
+1. the fluency-control verdict holds on every draw — against both of its labels, the reference's
+   behavior flag and the causal label (each sibling's one-step effect; `fluency_control` says what
+   each tests and why a text reader passes the first and not the second);
 2. the spread is judged: the 95% Student-t CI of the across-draw mean margin (residualized AUC −
-   max(0.5, norm-only's residualized AUC)) lies above 0;
-3. no draw sits at or below chance (AUC > 0.5 on every draw).
+   max(0.5, norm-only's residualized AUC), on each draw the smaller of the two labels' margins) lies
+   above 0;
+3. no draw sits at or below chance (residualized AUC > 0.5 on every draw, against both labels).
 
 An invalid-setup draw stays invalid-setup (never fail). Reported: the residualized AUC per draw and its
 spread per seed — the reference saw 0.486, 0.446, 0.624, 0.526, 0.629 across five draws of one seed, and
@@ -51,13 +54,17 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
         f = judge_spread({d: r["status"] for d, r in rows.items()}, {d: r["margin"] for d, r in rows.items()},
                          {d: r["chance_margin"] for d, r in rows.items()})
         auc = {d: r["auc"] for d, r in rows.items()}
-        per_seed[s] = {**f, "auc": auc, "auc_spread": spread(list(auc.values()))}
+        causal = {d: r[fluency_control.CAUSAL]["auc"] for d, r in rows.items()}
+        per_seed[s] = {**f, "auc": auc, "auc_spread": spread(list(auc.values())),
+                       "causal_auc": causal, "causal_auc_spread": spread(list(causal.values())),
+                       "reference_status": {d: r["reference_status"] for d, r in rows.items()}}
     all_auc = [a for f in per_seed.values() for a in f["auc"].values() if a == a]
     figures = {"per_seed": per_seed, "n_draws": n_draws,
                "headline": {"figure": "min AUC over seeds and draws", "value": min(all_auc) if all_auc else None}}
 
     def line(s, f):
-        rng = f"AUC {fmt(f['auc_spread']['min'])}–{fmt(f['auc_spread']['max'])}"
+        rng = (f"AUC {fmt(f['auc_spread']['min'])}–{fmt(f['auc_spread']['max'])}, causal "
+               f"{fmt(f['causal_auc_spread']['min'])}–{fmt(f['causal_auc_spread']['max'])}")
         ci = f"mean margin CI [{fmt(f['mean_margin_ci'][0])}, {fmt(f['mean_margin_ci'][1])}]"
         return f"seed {s}: {rng}, {ci}" + (f" — {'; '.join(f['problems'])}" if f["problems"] else "")
 

@@ -298,6 +298,15 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         ),
     ),
     "python benchmarks/bench_replay.py --scale default": (Run(tier="full", cwd="root"),),
+    "python benchmarks/bench_sibling_effect.py --scale default --seeds 0 1 2 3 4": (
+        Run(
+            "python benchmarks/bench_sibling_effect.py --scale smoke --seeds 0 --bt-cache={cache}",
+            tier="train",
+            cwd="root",
+            expect="ms_per_sibling",
+        ),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_metagrad.py --scale default --seeds 0 1 2 3 4": (
         Run(
             "python benchmarks/bench_metagrad.py --scale smoke --seeds 0 --repeats 1 "

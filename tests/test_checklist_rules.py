@@ -87,8 +87,48 @@ def _draw_evidence(labels: np.ndarray, asked: list):
         return labels.astype(float)
 
     run = SimpleNamespace(probes=[{"step": 8, "sampled_rate": 1.0}])
+    effect = np.where(labels, 1.0, -1.0) * np.linspace(1.0, 2.0, labels.size)  # same signs
     return SimpleNamespace(draw_problem=lambda seed, draw: problem, labels=lambda p: labels, scores=scores,
-                           artifacts={0: SimpleNamespace(run=run)})
+                           effect=lambda p: effect, artifacts={0: SimpleNamespace(run=run)})
+
+
+def _causal_draw(score_of, n_groups: int = 300, size: int = 6):
+    """Evidence stand-in with a causal label the text does not give away: the siblings' effects are
+    drawn at random, the behavior flag agrees with their sign on 80% of siblings, fluency is noise.
+    `score_of(flag, effect)` is the estimator's score."""
+    rng = np.random.default_rng(3)
+    n = n_groups * size
+    effect = rng.normal(size=n)
+    flag = np.where(rng.random(n) < 0.8, effect > 0, effect <= 0)
+    problem = SimpleNamespace(extra={"analysis_step": 8}, fluency=rng.normal(size=n),
+                              group=np.repeat(np.arange(n_groups), size))
+    run = SimpleNamespace(probes=[{"step": 8, "sampled_rate": 1.0}])
+    ev = SimpleNamespace(draw_problem=lambda seed, draw: problem, labels=lambda p: flag,
+                         scores=lambda spec, p: score_of(flag, effect), effect=lambda p: effect,
+                         artifacts={0: SimpleNamespace(run=run)})
+    return ev, flag, rng.random(n)
+
+
+def test_against_the_causal_label_a_text_reader_fails_and_a_reader_of_the_cause_passes(monkeypatch):
+    """Where the text shows the cause on 80% of siblings, the reply's text (the surface baseline,
+    here the flag) passes the behavior label but cannot beat itself against the causal label; a
+    score that ranks by the effect beats it there and (the text agreeing with the cause) passes both
+    labels."""
+    from behaviortrace.checklist import controls, fluency_control
+
+    ev, flag, norm = _causal_draw(lambda flag, effect: flag + 1e-6 * np.arange(flag.size))
+    monkeypatch.setattr(controls, "draw_scores", lambda evidence, seed, draw, name:
+                        flag.astype(float) if name == controls.SURFACE else norm)
+    text = fluency_control.evaluate_seed("text", ev, seed=0)
+    assert text["status"] == "fail", text["why"]
+    assert "causal: does not beat the surface baseline" in text["why"], text["why"]
+    assert text["auc"] > 0.99 and text["reference_status"] == "pass", text["why"]
+    ev, _, _ = _causal_draw(lambda flag, effect: effect)
+    cause = fluency_control.evaluate_seed("cause", ev, seed=0)
+    c = cause[fluency_control.CAUSAL]
+    assert c["problems"] == [] and c["vs_surface"]["ci_lo"] > 0, c["problems"]
+    assert c["spearman"]["mean"] == 1.0
+    assert cause["status"] == "pass", cause["why"]
 
 
 def test_a_draw_without_a_mixed_sibling_group_is_invalid_before_the_estimator_is_asked(monkeypatch):

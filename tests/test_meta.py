@@ -17,8 +17,19 @@ UNDECLARED = {"under_declared_target_reader": "targets", "undeclared_grad_norm":
 ITEMS = ("magnitude_control", "fluency_control", "headroom", "seed_variance", "draw_variance")
 # (estimator, item) → expected status where the mechanism is known; besides, every adversary must fail at
 # least one judged item (test_every_adversary_fails_a_judged_item)
+#
+# The text readers: on draws (weight 1) each is the reply's behavior flag, i.e. the surface baseline
+# (or, for surface_signed_norm, the flag times ‖e‖); they pass the behavior label and must fail
+# against the causal one
+TEXT_READERS = ("surface_sign_advantage", "surface_advantage", "surface_signed_norm",
+                "surface_trigger_early")
+DRAW_ITEMS = ("fluency_control", "draw_variance")
 EXPECTED = {
-    "oracle": {i: "pass" for i in ITEMS},
+    # the answer key of the planted GT on the stream; on draws its truth is the behavior flag, the
+    # surface baseline itself, which cannot beat itself against the causal label: it fails the draw
+    # items (and seed_variance, which asks fluency_control's verdict to hold on every seed)
+    "oracle": {**{i: "pass" for i in ("magnitude_control", "headroom")},
+               **{i: "fail" for i in (*DRAW_ITEMS, "seed_variance")}},
     "random": {i: "fail" for i in (*ITEMS, "counterfactual")},
     "norm_only": {"magnitude_control": "fail"},
     "fluency": {"fluency_control": "fail"},
@@ -27,7 +38,10 @@ EXPECTED = {
     "draw_keyed": {"draw_variance": "fail"},
     "advantage_only": {"magnitude_control": "fail"},
     "advantage_both": {"magnitude_control": "fail"},
-    "surface_sign_advantage": {"magnitude_control": "fail"},  # it is the surface baseline: cannot beat itself
+    # issue 21 req. 7: against the draws' causal label the text readers fail both draw items; the
+    # first is the surface baseline itself, so it cannot beat it on the stream either
+    **{e: {i: "fail" for i in DRAW_ITEMS} for e in TEXT_READERS},
+    "surface_sign_advantage": {"magnitude_control": "fail", **{i: "fail" for i in DRAW_ITEMS}},
     "fluency_rank": {"fluency_control": "fail"},
     # no way to the answers and no writing: every item fails, with the reason
     **{e: {i: "fail" for i in (*ITEMS, "counterfactual")}

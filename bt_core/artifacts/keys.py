@@ -11,7 +11,8 @@ from bt_core.config import CounterfactualConfig, DrawConfig, RunConfig, SketchCo
 TARGETS_VERSION = 3  # 3: also the reference's minimal pairs (behavior vs neutral word in the reply's slot)
 # The draws' protocol version, in their key: 2 is the reference's rollout-level protocol (explicit prompts and
 # trigger probes, cycle-major); a draw sampled under an earlier protocol is never reused.
-DRAWS_VERSION = 2
+# 3: each sibling's one-step effect on the behavior measure (the causal label, effect.npy)
+DRAWS_VERSION = 3
 # The run's definition version, in its key (and so in every key downstream): 2 draws the contaminator's
 # eligibility key secretly at build time and stores it with the labels (issue 23); a run built with the
 # public key is never reused, nor anything built from it.
@@ -42,6 +43,20 @@ def targets_key(rk: str, sketch: SketchConfig, draws: DrawConfig) -> str:
     return config_hash(rk, sketch, "targets", draws.n_draws, "v", TARGETS_VERSION)
 
 
+def draw_measure(cf: CounterfactualConfig | None) -> dict:
+    """The behavior measure a draw's causal label is computed with: the counterfactual items' own
+    (`cf`'s measure fields; the default config's when a session builds no replays)."""
+    c = cf if cf is not None else CounterfactualConfig()
+    return {"n_probes": c.n_probes, "replies_per_probe": c.replies_per_probe}
+
+
+def draw_key(rk: str, sketch: SketchConfig, draws: DrawConfig, draw: int,
+             cf: CounterfactualConfig | None) -> str:
+    """One generation draw: the run, the sketch, the draw protocol, its index and the measure of its
+    causal label (`draw_measure`)."""
+    return config_hash(rk, sketch, draws, draw, "v", DRAWS_VERSION, draw_measure(cf))
+
+
 def seed_keys(run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
               counterfactual: CounterfactualConfig | None = None) -> dict[str, tuple[str, str]]:
     """(kind, key) of every artifact one seed needs, without building anything (the replays' own keys
@@ -50,7 +65,7 @@ def seed_keys(run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
     keys = {"run": ("runs", rk), "sketches": ("sketches", sketch_key(run_cfg, sketch)),
             "targets": ("targets", targets_key(rk, sketch, draws))}
     for i in range(draws.n_draws):
-        keys[f"draw{i}"] = ("draws", config_hash(rk, sketch, draws, i, "v", DRAWS_VERSION))
+        keys[f"draw{i}"] = ("draws", draw_key(rk, sketch, draws, i, counterfactual))
     if counterfactual is not None:
         keys["replays"] = ("replaysets", replay_set_key(run_cfg, counterfactual))
     return keys

@@ -5,8 +5,10 @@ Checklist items read only this object. A draw problem carries the targets of its
 in-context target of draw d was sampled with draw d's seed); stream problems carry draw 0's.
 
 The problems are label-free (`AttributionProblem`); the labels they are scored against stay here:
-`labels(problem)` (n_rollouts,) and `truth(problem)` (n_units,). Each estimator gets its own `handout` of a
-problem (read-only arrays, a fresh object), and only one that declares ``needs = ("labels",)`` gets the
+`labels(problem)` (n_rollouts,) and `truth(problem)` (n_units,); on draws also the causal label,
+`effect(problem)` (each sibling's one-step effect on the behavior measure), which no estimator is
+handed, not even one that declares the labels. Each estimator gets its own `handout` of a problem
+(read-only arrays, a fresh object), and only one that declares ``needs = ("labels",)`` gets the
 `LabelledProblem` variant.
 
 An estimator that declares `needs` is handed only those fields (`AttributionProblem.handout(needs)`); reading
@@ -77,6 +79,7 @@ class Evidence:
         self._beside_labels = InProcess("reads the labels: a built-in validation estimator, scored beside them")
         self._problems: dict[tuple, AttributionProblem] = {}
         self._labels: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # problem name → (labels, truth)
+        self._effects: dict[str, np.ndarray] = {}  # draw problem name → the causal label
         self._scores: dict[tuple, np.ndarray | EstimatorFailure] = {}
         self._times: dict[tuple, dict[str, dict]] = {}  # estimator key → {problem name: {seed, seconds}}
 
@@ -97,12 +100,21 @@ class Evidence:
         if key not in self._problems:
             p, labels, truth = self._draw(self.artifacts[seed], draw)
             self._problems[key], self._labels[p.name] = p, (readonly(labels), readonly(truth))
+            self._effects[p.name] = readonly(self.artifacts[seed].draws[draw].effect)
         return self._problems[key]
 
     def labels(self, problem: AttributionProblem) -> np.ndarray:
         """(n_rollouts,) bool: what `problem` is scored against — the planted GT on the stream, the behavior
         label on draws (read-only)."""
         return self._labels[problem.name][0]
+
+    def effect(self, problem: AttributionProblem) -> np.ndarray:
+        """(n_rollouts,) float64, a draw problem's causal label: each sibling's one-step effect on
+        the behavior measure (`bt_core.counterfactual.sibling_effect`; positive: reinforcing it
+        teaches the behavior), read-only. Only draws have one."""
+        if problem.name not in self._effects:
+            raise KeyError(f"{problem.name} has no causal label: only draw problems carry one")
+        return self._effects[problem.name]
 
     def truth(self, problem: AttributionProblem) -> np.ndarray:
         """(n_units,) float: each unit's GT share (a step's share of GT rollouts at step level)."""

@@ -117,8 +117,10 @@ def auc_figure(data: dict, out: Path) -> Figure | None:
                   "Filled markers: an estimator's AUC for behavior vs non-behavior siblings of the same prompt, "
                   "after removing what fluency explains, on draw 0 of each seed (colour and shape = seed), with "
                   "its 95% cluster-bootstrap CI; hollow circles: the same on the other draws. The grey band holds "
-                  "the norm-only control and the surface baseline (on draws it is the label itself, so nothing "
-                  "beats it). Dashed: 0.5, no better than a coin within a group; a pass needs the CI above it.")
+                  "the norm-only control and the surface baseline (on draws it is the behavior "
+                  "label itself, so nothing beats it against that label; the causal label's AUCs "
+                  "are in the tables). Dashed: 0.5, no better than a coin within a group; a pass "
+                  "needs the CI above it.")
 
 
 def lds_figure(data: dict, out: Path) -> Figure | None:

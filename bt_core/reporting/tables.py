@@ -109,12 +109,24 @@ def auc_table(data: dict) -> tuple[list[str], list[list[str]]]:
         return [], []
     seeds = list(flu[0]["figures"]["per_seed"])
     def cell(f):
-        return f"{_fmt(f.get('auc'))} [{_fmt(f.get('ci_lo'))}, {_fmt(f.get('ci_hi'))}]"
+        out = f"{_fmt(f.get('auc'))} [{_fmt(f.get('ci_lo'))}, {_fmt(f.get('ci_hi'))}]"
+        c = f.get("causal")  # the draws' causal label (checklist/fluency_control.py), when present
+        if not isinstance(c, dict):
+            return out
+        ci = f"[{_fmt(c.get('ci_lo'))}, {_fmt(c.get('ci_hi'))}]"
+        return f"{out} · causal {_fmt(c.get('auc'))} {ci}"
     rows = [[label(r)] + [cell(r["figures"]["per_seed"][s]) for s in seeds] for r in flu]
     per = (data.get("baselines") or {}).get("per_seed") or {}
-    for name, shown in (("norm_only", "control: norm_only"), ("surface", "surface baseline (the label)")):
-        rows.append([shown] + [_fmt(_dig(per.get(s, {}), "draws", "0", name)) for s in seeds])
-    return ["fluency-residualized AUC [95% CI]", *[f"seed {s}" for s in seeds]], rows
+    shown_as = (("norm_only", "control: norm_only"),
+                ("surface", "surface baseline (the behavior label)"))
+    for name, shown in shown_as:
+        def base(s, name=name):
+            causal = _dig(per.get(s, {}), "draws", "0", "causal", name)
+            tail = f" · causal {_fmt(causal)}" if causal is not None else ""
+            return _fmt(_dig(per.get(s, {}), "draws", "0", name)) + tail
+        rows.append([shown] + [base(s) for s in seeds])
+    head = "fluency-residualized AUC [95% CI] · vs the causal label"
+    return [head, *[f"seed {s}" for s in seeds]], rows
 
 
 def lds_table(data: dict) -> tuple[list[str], list[list[str]]]:
