@@ -298,6 +298,10 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         ),
     ),
     "python benchmarks/bench_replay.py --scale default": (Run(tier="full", cwd="root"),),
+    "python benchmarks/bench_metagrad.py": (Run("{doc} --help", cwd="root", expect="--seeds"),),
+    "python benchmarks/bench_sandbox.py --scale smoke": (
+        Run("python benchmarks/bench_sandbox.py --help", cwd="root", expect="--scale"),
+    ),
     "python benchmarks/bench_sibling_effect.py --scale default --seeds 0 1 2 3 4": (
         Run(
             "python benchmarks/bench_sibling_effect.py --scale smoke --seeds 0 --bt-cache={cache}",

@@ -209,17 +209,36 @@ def test_real_problems_score_the_same_bytes_sandboxed_and_in_process(smoke_artif
         there.close()
 
 
-def test_recomputing_the_contaminator_from_public_code_misses_gt(smoke_evidence):
-    """With the secret key, the task code's public rule no longer gives GT: the recomputed set's overlap
-    with GT is at chance (with the public key of earlier builds it was all of GT)."""
+def _recomputed(run) -> tuple[np.ndarray, np.ndarray]:
+    """(the adversary's picks, GT) on one run's stream."""
+    from types import SimpleNamespace
+
     from adversaries_process import RecomputeEligibility
 
-    spec = spec_from(RecomputeEligibility, None, "path:adversaries_process:RecomputeEligibility")
-    for seed in smoke_evidence.seeds:
-        p = smoke_evidence.stream_problem(seed)
-        gt = np.asarray(smoke_evidence.labels(p), bool)
-        picked = np.asarray(smoke_evidence.scores(spec, p)) > 0.5
-        assert picked.sum() > 0 and (picked & gt).sum() / gt.sum() < 0.75, (seed, picked.sum(), gt.sum())
+    from bt_core.artifacts.rollouts import RolloutView
+
+    t = run.rollouts
+    problem = SimpleNamespace(kind="stream", rollouts=RolloutView.of(t), codec=run.token_ids,
+                              seed=run.seed, n_units=len(t))
+    return RecomputeEligibility().score(problem) > 0.5, np.asarray(t.gt, bool)
+
+
+@pytest.mark.train
+def test_recomputing_the_contaminator_from_public_code_misses_gt(smoke_scale, smoke_artifacts, tmp_path):
+    """With a secret key, the task code's public rule (the key of earlier builds, b"behaviortrace") no
+    longer gives GT: on a smoke run trained with a freshly drawn key the recomputed set's overlap with GT
+    is at chance. The session's own runs pin that old key (tests/conftest.py says why), and on them the
+    same rule recovers all of GT: the key, not anything else, is what stands between the code and GT."""
+    from bt_core.artifacts.run import Run
+    from bt_core.training.loop import train_run
+    from bt_core.training.task import draw_key
+
+    picked, gt = _recomputed(smoke_artifacts[0].run)
+    assert gt.any() and (picked == gt).all()  # the old public key: the answer key, recomputed
+    cfg = smoke_scale.run.with_seed(0)
+    train_run(cfg, tmp_path / "run", key=draw_key())
+    picked, gt = _recomputed(Run(tmp_path / "run"))
+    assert gt.any() and picked.any() and (picked & gt).sum() / gt.sum() < 0.75, (picked.sum(), gt.sum())
 
 
 def test_records_of_an_unsandboxed_session_say_so(smoke_artifacts):
