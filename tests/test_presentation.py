@@ -200,3 +200,20 @@ def test_reporting_names_no_checklist_item():
             ):
                 hit = [n for n in names if n in node.value]
                 assert not hit, f"{f.name}:{node.lineno} names item(s) {hit} in {node.value[:60]!r}"
+
+
+def test_the_documented_pattern_renders(tmp_path):
+    """docs/architecture.md's example hook, run as written: its table row and figure come out."""
+    doc = (REPORTING.parents[1] / "docs" / "architecture.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    scope = {"Item": Item, "NAME": "my_item", "TITLE": "an example", "evaluate": _toy_evaluate}
+    exec(code, scope)
+    rec = {"item": "my_item", "estimator": "alpha", "status": "pass", "reason": "", "short": "",
+           "estimator_spec": {"role": "method"}, "margin": {},
+           "figures": {"per_seed": {"0": {"x": 0.5, "lo": 0.4, "hi": 0.6}}}}
+    rec["presentation"] = scope["ITEM"].present(rec)
+    data = {"schema": "behaviortrace.scorecard/1", "seeds": [0], "created": "now", "records": [rec]}
+    (tmp_path / "doc.json").write_text(json.dumps(data))
+    out = render_all(tmp_path / "doc.json")
+    assert "0.500 [0.400, 0.600]" in out["markdown"].read_text()
+    assert (out["figures"] / "my_item.png").exists() and "## My item" in out["markdown"].read_text()
