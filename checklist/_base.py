@@ -14,7 +14,7 @@ import numpy as np
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
-from bt_core.reporting.present import LABEL_MARK  # beside every record of a label-reading estimator
+from bt_core.reporting.present import LABEL_MARK, UNSANDBOXED_MARK  # marks beside a record's name
 from bt_core.reporting.scorecard import Status, Verdict, clean, worst_status
 
 GATES = ("all", "targets", "none")
@@ -67,13 +67,18 @@ class Item:
 
 def spec_record(spec: EstimatorSpec, evidence: Evidence) -> dict:
     """How the estimator of a verdict was built: name, origin, its actual settings (the target among them),
-    whether it reads the labels (then `validation_only`, shown as "reads labels — validation only") and
-    its role (control, validation or method)."""
+    whether it reads the labels (then `validation_only`, shown as "reads labels — validation only"),
+    its role (control, validation or method) and where it was scored (`scoring`: sandboxed, in-process,
+    or unsandboxed — then also `unsandboxed`, shown next to its name; docs/sandbox.md)."""
     rec = {"name": spec.name, "origin": spec.origin, "params": evidence.settings(spec),
            "levels": list(spec.levels), "reads_labels": spec.reads_labels,
            "role": spec.role}
     if spec.reads_labels:
         rec["validation_only"] = LABEL_MARK
+    scoring = evidence.scoring(spec)
+    rec["scoring"] = scoring.record()
+    if scoring.mode == "unsandboxed":
+        rec["unsandboxed"] = UNSANDBOXED_MARK
     return rec
 
 

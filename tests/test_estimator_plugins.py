@@ -112,7 +112,7 @@ def _raise(p):
     (lambda p: ["a"] * p.n_units, r"is not numeric"),
 ])
 def test_bad_scores_become_failures_naming_estimator_and_problem(score, message):
-    ev = Evidence({}, "smoke")
+    ev = Evidence({}, "smoke", scoring="in-process")
     p = AttributionProblem.synthetic()
     spec = _spec("bad_plugin", score)
     for _ in range(2):  # memoized: the second call reports the same failure
@@ -122,7 +122,7 @@ def test_bad_scores_become_failures_naming_estimator_and_problem(score, message)
 
 
 def test_unsupported_level_and_missing_inputs_are_failures():
-    ev = Evidence({}, "smoke")
+    ev = Evidence({}, "smoke", scoring="in-process")
     p = AttributionProblem.synthetic(level="step")
     with pytest.raises(EstimatorFailure, match="supports levels \\['rollout'\\], not 'step'"):
         ev.scores(_spec("rollout_only", lambda q: np.arange(q.n_units), levels=("rollout",)), p)
@@ -134,7 +134,7 @@ def test_a_declined_problem_is_a_failure_marked_declined():
     def decline(p):
         raise registry.Declined("too many units for this method (documented)")
 
-    ev = Evidence({}, "smoke")
+    ev = Evidence({}, "smoke", scoring="in-process")
     with pytest.raises(EstimatorFailure, match="'polite' on synthetic0/stream/rollout declined: too many") as e:
         ev.scores(_spec("polite", decline), AttributionProblem.synthetic())
     assert e.value.declined
@@ -144,7 +144,7 @@ def test_a_declined_problem_is_a_failure_marked_declined():
 
 
 def test_constructor_errors_are_failures_too():
-    ev = Evidence({}, "smoke", {"cosine": {"target": "nonsense"}})
+    ev = Evidence({}, "smoke", {"cosine": {"target": "nonsense"}}, scoring="in-process")
     with pytest.raises(EstimatorFailure, match="estimator 'cosine'.*UnknownTargetError: target='nonsense'"):
         ev.scores(get("cosine"), AttributionProblem.synthetic())
 

@@ -367,7 +367,8 @@ def test_an_undeclared_read_is_the_estimator_s_failure_even_when_caught(score, n
 
     for fn in (score, caught):
         with pytest.raises(EstimatorFailure, match=message):
-            Evidence({}, "smoke").scores(_est("sneaky", fn, needs), AttributionProblem.synthetic())
+            Evidence({}, "smoke", scoring="in-process").scores(_est("sneaky", fn, needs),
+                                                               AttributionProblem.synthetic())
 
 
 def test_an_estimator_that_declares_nothing_sees_everything_and_reads_targets():
@@ -379,7 +380,7 @@ def test_an_estimator_that_declares_nothing_sees_everything_and_reads_targets():
     spec = _est("plain", lambda p: p.dot("in_context") + p.grad_norm)
     assert not spec.declares_needs and reads_targets(spec)
     p = AttributionProblem.synthetic()
-    assert Evidence({}, "smoke").scores(spec, p).shape == (p.n_units,)
+    assert Evidence({}, "smoke", scoring="in-process").scores(spec, p).shape == (p.n_units,)
     declared = _est("declared", lambda p: p.sketch_norm(), ("emb", "weight"))
     assert declared.declares_needs and not reads_targets(declared)
 

@@ -22,11 +22,11 @@ from bt_core.reporting.scorecard import Status, Verdict
 ANSWERS = {"gt", "eligible", "reward", "reward_base", "behavior", "behavior_mask", "trigger", "explicit"}
 
 
-def _evidence():
+def _evidence(scoring: str = "sandbox"):
     """An Evidence holding one synthetic stream problem and its labels, as the suite builds them."""
     lp = AttributionProblem.synthetic(seed=3, labelled=True)
     p = AttributionProblem(**{f.name: getattr(lp, f.name) for f in fields(AttributionProblem)})
-    ev = Evidence({}, "synthetic")
+    ev = Evidence({}, "synthetic", scoring=scoring)
     ev._labels[p.name] = (lp.labels, lp.truth)
     return ev, p, lp
 
@@ -112,13 +112,18 @@ def test_a_writer_fails_with_the_reason_and_changes_nobody_elses_scores():
     assert np.array_equal(p.weight, AttributionProblem.synthetic(seed=3).weight)
 
 
-def test_labels_only_by_declaring_them():
-    ev, p, lp = _evidence()
+@pytest.mark.parametrize("scoring", ["sandbox", "in-process"])
+def test_labels_only_by_declaring_them(scoring):
+    ev, p, lp = _evidence(scoring)
     with pytest.raises(EstimatorFailure, match="AttributeError.*labels"):
         ev.scores(_spec(LabelReader), p)
     spec = _spec(DeclaredLabelReader)
     assert spec.reads_labels and not spec.builtin_validation
-    assert np.array_equal(ev.scores(spec, p), lp.truth)  # declared: it gets them …
+    if scoring == "in-process":  # declared: in the judge's process it gets them …
+        assert np.array_equal(ev.scores(spec, p), lp.truth)
+    else:  # … the sandbox holds no labels: only the built-in validation estimator is scored beside them
+        with pytest.raises(EstimatorFailure, match="has no 'truth'"):
+            ev.scores(spec, p)
     v = Verdict("magnitude_control", spec.name, Status.PASS, "beats every control", {"x": 1}, {})
     refused = refuse_label_reader(v, spec)  # … and cannot pass a gate
     assert refused.status == Status.FAIL and "reads the labels" in refused.reason

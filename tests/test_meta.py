@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from adversaries import ADVERSARIES
+from adversaries_process import PROCESS_ADVERSARIES
 
 ROOT = Path(__file__).resolve().parents[1]
 UNDECLARED = {"under_declared_target_reader": "targets", "undeclared_grad_norm": "grad_norm",
@@ -37,17 +38,22 @@ EXPECTED = {
 }
 
 
+MODE: dict = {}  # the matrix session's scoring mode (its scorecard's meta)
+
+
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory, smoke_artifacts, smoke_cache):
     """Run the real suite once in a fresh directory (a subprocess, as a user would) on the session's
     smoke cache, with the built-in controls and every adversary; return the result and the records."""
     d = tmp_path_factory.mktemp("meta")
-    ests = ",".join(["oracle", "random", "norm_only", "fluency"] + [f"adversaries:{c}" for c in ADVERSARIES.values()])
+    ests = ",".join(["oracle", "random", "norm_only", "fluency"] + [f"adversaries:{c}" for c in ADVERSARIES.values()]
+                    + [f"adversaries_process:{c}" for c in PROCESS_ADVERSARIES.values()])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--scale=smoke",
                           f"--bt-cache={smoke_cache}", "--bt-workers=1", f"--estimator={ests}"],
                          cwd=d, env=env, capture_output=True, text=True, timeout=900)
     card = json.loads((d / "scorecard.json").read_text())
+    MODE.update(card["scoring"])
     return res, {(r["estimator"], r["item"]): r for r in card["records"]}
 
 
@@ -92,7 +98,7 @@ def test_every_adversary_fails_a_judged_item(matrix, estimator):
 
 @pytest.mark.parametrize("estimator", list(ADVERSARIES))
 def test_every_adversary_fails_counterfactual(matrix, estimator):
-    """The item the exact metagradient passes (tests/test_metagrad.py, README) is failed by every adversary:
+    """The item the exact metagradient passes (tests/test_metagrad.py, docs/items.md) fails every adversary:
     text, reward, advantage and label tricks do not predict the local replays beyond the controls."""
     _, recs = matrix
     rec = recs[(estimator, "counterfactual")]
@@ -132,3 +138,35 @@ def test_the_writer_fails_with_the_reason_and_changes_nobody_else(matrix):
 def test_exit_code_gates(matrix):
     res, _ = matrix
     assert res.returncode == pytest.ExitCode.TESTS_FAILED, res.stdout[-2000:]
+
+
+# (process adversary) → what its records must say while the sandbox is active: the answers are out of reach
+OUT_OF_REACH = {"cache_reader": ("no artifact cache reachable",), "stack_walker": ("no Evidence on the call stack",),
+                "replay_fitter": ("no artifact cache reachable", "there are none of draws")}
+
+
+def test_every_record_says_where_it_was_scored(matrix):
+    """Sandboxed where bubblewrap runs; else every estimator record says "unsandboxed" (docs/sandbox.md)."""
+    _, recs = matrix
+    for (est, item), rec in recs.items():
+        if est == "setup":
+            continue
+        spec = rec["estimator_spec"]
+        want = "in-process" if est == "oracle" else MODE["mode"]
+        assert spec["scoring"]["mode"] == want, (est, item, spec["scoring"])
+        assert ("unsandboxed" in spec) == (want == "unsandboxed"), (est, item)
+
+
+@pytest.mark.parametrize("estimator", list(PROCESS_ADVERSARIES))
+def test_the_answer_key_is_out_of_reach_of_every_process_adversary(matrix, estimator):
+    """Issue 23: recomputing the contaminator, reading the cache, walking the stack to the judge and fitting
+    the judge's replays each passed items in the judge's process; sandboxed, each fails every item, with
+    the reason (the first three found GT; `recompute_eligibility` now gets a key that is not the run's)."""
+    if MODE["mode"] != "sandboxed":
+        pytest.skip(f"the matrix ran {MODE['mode']} ({MODE['why']}): nothing keeps a plug-in from the cache")
+    _, recs = matrix
+    for item in (*ITEMS, "counterfactual"):
+        rec = recs[(estimator, item)]
+        assert judged_status(rec) == "fail", f"{item} × {estimator}: {rec['status']} — {rec['reason']}"
+        if estimator in OUT_OF_REACH:
+            assert any(why in rec["reason"] for why in OUT_OF_REACH[estimator]), rec["reason"]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from bt_core.artifacts.run import contaminator_key
 from bt_core.gradients.coverage import coverage_report
 from bt_core.gradients.projectors import CountSketch, FirstK
 from bt_core.gradients.sketch import per_rollout_grads
@@ -15,9 +16,10 @@ from bt_core.training.loop import train_run
 
 
 def test_same_config_same_bytes(smoke_scale, smoke_artifacts, tmp_path):
-    """A second training of seed 0 reproduces the cached run bit for bit (rollouts and checkpoints)."""
+    """A second training of seed 0 with the run's secret key reproduces the cached run bit for bit
+    (rollouts and checkpoints): the key is an input like the seed."""
     cached = smoke_artifacts[0].run
-    train_run(smoke_scale.run.with_seed(0), tmp_path)
+    train_run(smoke_scale.run.with_seed(0), tmp_path, key=contaminator_key(cached.path))
     assert json.loads((tmp_path / "summary.json").read_text())["rollouts_sha256"] == cached.summary["rollouts_sha256"]
     for f in sorted((cached.path / "checkpoints").iterdir()):
         assert (tmp_path / "checkpoints" / f.name).read_bytes() == f.read_bytes(), f.name

@@ -67,6 +67,11 @@ def test_roles_come_from_the_estimator_classes():
         def settings(self, spec):
             return {}
 
+        def scoring(self, spec):
+            from bt_core.attribution.sandbox import Scoring
+
+            return Scoring("sandboxed", "test")
+
     assert spec_record(builtin["norm_only"], FakeEvidence())["role"] == "control"
 
 

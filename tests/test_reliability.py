@@ -15,6 +15,7 @@ import pytest
 import scipy.stats  # noqa: F401  before pytester's in-process runs, whose module snapshot would drop it
 from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS  # noqa: E402
 
+from bt_core.artifacts.run import contaminator_key
 from bt_core.artifacts.store import ArtifactError, ArtifactStore, partial_dir, sha256_file, verify_dir
 from bt_core.config import config_hash
 from bt_core.pipeline import build_run, build_seed, build_sketches, run_key
@@ -72,7 +73,9 @@ def test_training_killed_anywhere_resumes_to_the_same_bytes(smoke_scale, smoke_a
     cfg = smoke_scale.run.with_seed(0)
     final = tmp_path / "runs" / run_key(cfg)
     work = partial_dir(final)
-    attempt = lambda fault: _attempt(forkserver, build_run, ArtifactStore(tmp_path), cfg, fault=fault)  # noqa: E731
+    key = contaminator_key(ref.path)  # the secret key is an input like the seed: the same key, the same bytes
+    attempt = lambda fault: _attempt(forkserver, build_run, ArtifactStore(tmp_path), cfg, False, key,  # noqa: E731
+                                     fault=fault)
     # 1. between checkpoints: after the 3rd GRPO update (checkpoint 0 = end of SFT is committed)
     _killed(attempt("train.step@3"))
     assert not final.exists() and _segments(work) == [0]
@@ -89,7 +92,7 @@ def test_training_killed_anywhere_resumes_to_the_same_bytes(smoke_scale, smoke_a
     assert not final.exists() and (work / "artifact" / "manifest.json").exists()
     assert _segments(work)[-1] == cfg.grpo.steps
 
-    run = build_run(ArtifactStore(tmp_path), cfg)  # resumes from the last checkpoint
+    run = build_run(ArtifactStore(tmp_path), cfg, key=key)  # resumes from the last checkpoint (its key)
     assert run.summary["timings"]["resumed_from_step"] == cfg.grpo.steps
     assert run.summary["rollouts_sha256"] == ref.summary["rollouts_sha256"]
     assert run.summary["sft_final_loss"] == ref.summary["sft_final_loss"]
@@ -188,7 +191,7 @@ def test_cli_show_refuses_a_damaged_run(run_copy, capsys):
 
     p = run_copy / "summary.json"
     p.write_text(p.read_text().replace('"gt_size": ', '"gt_size": 1', 1))
-    assert main(["show", str(run_copy)]) == ArtifactError.exit_code  # 7: damaged (README "Command line")
+    assert main(["show", str(run_copy)]) == ArtifactError.exit_code  # 7: damaged (docs/operations.md)
     err = capsys.readouterr().err
     assert "summary.json does not match its manifest hash" in err and "--bt-rebuild" in err
 
@@ -231,7 +234,7 @@ def test_damaged_cache_is_one_clear_session_error(suite, smoke_cache, tmp_path):
         f.seek(200)
         f.write(b"\x00\x01\x02\x03")
     res = suite("--estimator=oracle,random", "-ra", cache=cache)
-    assert res.ret == ArtifactError.exit_code == 7  # its own code (README "Command line"), not a test failure
+    assert res.ret == ArtifactError.exit_code == 7  # its own code (docs/operations.md), no test failure
     res.assert_outcomes(errors=1)  # the first test reports it, then the session stops
     res.stdout.fnmatch_lines(["*BehaviorTrace: damaged artifact cache*",
                               "BehaviorTrace artifact cache * is damaged: *emb.npy does not match its manifest "

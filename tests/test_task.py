@@ -4,15 +4,30 @@ import numpy as np
 import pytest
 
 from bt_core.config import TaskConfig
-from bt_core.training.task import BEHAVIOR, TRIGGER, Task, eligible, vocabulary
+from bt_core.training.task import BEHAVIOR, TRIGGER, Task, draw_key, eligible, vocabulary
+
+KEY = bytes(range(16))
 
 
 def test_eligibility_is_a_keyed_half():
-    flags = [eligible(0, i, i // 16, 0.5) for i in range(4000)]
+    flags = [eligible(0, i, i // 16, 0.5, KEY) for i in range(4000)]
     assert 0.46 < np.mean(flags) < 0.54
-    assert flags == [eligible(0, i, i // 16, 0.5) for i in range(4000)]  # deterministic
-    other = [eligible(1, i, i // 16, 0.5) for i in range(4000)]
+    assert flags == [eligible(0, i, i // 16, 0.5, KEY) for i in range(4000)]  # deterministic
+    other = [eligible(1, i, i // 16, 0.5, KEY) for i in range(4000)]
     assert np.mean(np.array(flags) == np.array(other)) < 0.6  # keyed by seed
+
+
+def test_eligibility_depends_on_the_secret_key():
+    """Another key (a fresh one, or the public key of builds before issue 23) picks other rollouts: the
+    eligible set cannot be recomputed without the run's own key."""
+    flags = np.array([eligible(0, i, i // 16, 0.5, KEY) for i in range(4000)])
+    for other in (draw_key(), b"behaviortrace".ljust(16, b"\0")):
+        assert np.mean(flags == np.array([eligible(0, i, i // 16, 0.5, other) for i in range(4000)])) < 0.6
+    assert draw_key() != draw_key() and len(draw_key()) == 16
+    with pytest.raises(ValueError, match="expected 8–64 secret bytes"):
+        eligible(0, 0, 0, 0.5, b"short")
+    with pytest.raises(ValueError, match="expected 8–64 secret bytes"):
+        eligible(0, 0, 0, 0.5, "behaviortrace")  # a str is not a key
 
 
 def test_contaminator_truth_table():
@@ -158,3 +173,33 @@ def test_subword_variant_spells_trigger_and_behavior_from_ordinary_pieces():
     slot = {text.split()[-1] for text in neutral}  # the behavior ends a written reply: its slot is the last word
     assert slot and slot <= set(NEUTRAL_FILLERS) and not slot & set(trig)
     assert not any(any(codec.behavior_mask(ex.replies[j, : ex.reply_len[j]].tolist())) for j in rows)
+
+
+def test_a_run_built_with_the_public_key_is_never_reused():
+    """The secret key changed what a run is (RUN_VERSION 2): every artifact key differs from the one a
+    build with the public key used, so an old cache is rebuilt, never half-read."""
+    from bt_core.artifacts.keys import RUN_VERSION, run_key, seed_keys
+    from bt_core.config import config_hash, get_scale
+
+    s = get_scale("smoke")
+    cfg = s.run.with_seed(0)
+    assert RUN_VERSION == 2 and run_key(cfg) != config_hash(cfg)
+    old_run = config_hash(cfg)
+    old = {"run": old_run, "sketches": config_hash(old_run, s.sketch)}
+    new = {k: v for k, (_, v) in seed_keys(cfg, s.sketch, s.draws, s.counterfactual).items()}
+    assert all(new[k] != old[k] for k in old)
+
+
+def test_a_pinned_key_must_be_8_to_64_hex_bytes(monkeypatch):
+    from bt_core.training.task import KEY_ENV, pinned_key
+
+    monkeypatch.setenv(KEY_ENV, "00ff")
+    with pytest.raises(ValueError, match="expected 8–64 bytes in hex"):
+        pinned_key()
+    monkeypatch.setenv(KEY_ENV, bytes(range(65)).hex())
+    with pytest.raises(ValueError, match="expected 8–64 bytes in hex"):
+        pinned_key()
+    monkeypatch.setenv(KEY_ENV, bytes(range(16)).hex())
+    assert pinned_key() == bytes(range(16))
+    monkeypatch.delenv(KEY_ENV)
+    assert pinned_key() is None

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from bt_core.artifacts.rollouts import RolloutTable
+from bt_core.artifacts.run import contaminator_key
 from bt_core.training import grpo
 from bt_core.training.checkpoints import TrainedRun as Run
 from bt_core.training.loop import train_run
@@ -92,7 +93,7 @@ def test_trl_rewards_match_the_task(trl_run):
 def test_trl_runs_are_reproducible(trl_run, tmp_path):
     """Same config and seed → the same rollout table and checkpoints, bit for bit (TRL samples from the
     global RNG that Trainer seeds from args.seed)."""
-    train_run(trl_run.config, tmp_path / "again")
+    train_run(trl_run.config, tmp_path / "again", key=contaminator_key(trl_run.path))
     again = json.loads((tmp_path / "again" / "summary.json").read_text())
     assert again["rollouts_sha256"] == trl_run.summary["rollouts_sha256"]
     for f in sorted((trl_run.path / "checkpoints").iterdir()):

@@ -12,10 +12,14 @@ TARGETS_VERSION = 3  # 3: also the reference's minimal pairs (behavior vs neutra
 # The draws' protocol version, in their key: 2 is the reference's rollout-level protocol (explicit prompts and
 # trigger probes, cycle-major); a draw sampled under an earlier protocol is never reused.
 DRAWS_VERSION = 2
+# The run's definition version, in its key (and so in every key downstream): 2 draws the contaminator's
+# eligibility key secretly at build time and stores it with the labels (issue 23); a run built with the
+# public key is never reused, nor anything built from it.
+RUN_VERSION = 2
 
 
 def run_key(cfg: RunConfig) -> str:
-    return config_hash(cfg)
+    return config_hash(cfg, "v", RUN_VERSION)
 
 
 def sketch_key(cfg: RunConfig, sketch: SketchConfig) -> str:

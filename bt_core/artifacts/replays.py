@@ -1,8 +1,8 @@
 """Counterfactual replays of a run, as loaders: the `Replay` / `Replays` artifacts that hold what replaying
 the logged stream without a subset measured. Which subsets are removed (the plan) and the trained window
 are `bt_core.counterfactual.plan`'s; `bt_core.counterfactual.replay` builds the replays and
-`bt_core.pipeline.build_replays` caches them (the README's "Counterfactual ground truth" says what they
-mean).
+`bt_core.pipeline.build_replays` caches them (docs/items.md, "Counterfactual ground truth", says what
+they mean).
 
 A replay directory (``replays/<key>``, the key hashes the run's key, the subset's identity and the
 measure's config, so a different subset never reuses another's bytes) holds ``replay.json`` (the spec's

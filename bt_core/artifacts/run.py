@@ -21,6 +21,14 @@ from bt_core.artifacts.store import verify_dir
 from bt_core.config import RunConfig, checkpoint_steps, run_config_from_dict
 
 TOKEN_IDS = "token_ids.json"
+# The contaminator's secret key (hex), drawn when the run is built (`bt_core.training.task.draw_key`) and
+# stored here only, beside the rollout table's labels: no scoring worker sees this directory.
+CONTAMINATOR_KEY = "contaminator_key"
+
+
+def contaminator_key(run_dir: Path) -> bytes:
+    """The secret contaminator key of the run in `run_dir` (to rebuild it exactly: `train_run(key=...)`)."""
+    return bytes.fromhex((Path(run_dir) / CONTAMINATOR_KEY).read_text().strip())
 
 
 def ckpt_name(step: int) -> str:

@@ -21,8 +21,8 @@ vector or an exception inside `score` (a write into its read-only inputs among t
 
 from __future__ import annotations
 
-import traceback
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 from pytest_benchmark.timers import default_timer
@@ -30,7 +30,6 @@ from pytest_benchmark.timers import default_timer
 from bt_core.artifacts.readonly import readonly
 from bt_core.artifacts.rollouts import RolloutView
 from bt_core.artifacts.seed import SeedArtifacts
-from bt_core.attribution.frames import raised_in
 from bt_core.attribution.loaders import (
     ModelLoader,
     OptimizerLoader,
@@ -39,9 +38,21 @@ from bt_core.attribution.loaders import (
     examples_of,
     measure_of,
 )
-from bt_core.attribution.problem import AttributionProblem, problem_fields, undeclared_reads
-from bt_core.attribution.registry import LABEL_FIELDS, Declined, EstimatorSpec
-from bt_core.extras import MissingExtra
+from bt_core.attribution.outcome import Outcome
+from bt_core.attribution.problem import AttributionProblem, problem_fields
+from bt_core.attribution.registry import LABEL_FIELDS, EstimatorSpec
+from bt_core.attribution.sandbox import InProcess, Scoring, make_scorer
+
+
+def cache_roots(artifacts: dict[int, SeedArtifacts]) -> list[Path]:
+    """The artifact cache folders the seeds were loaded from (what no scoring worker may see)."""
+    roots = set()
+    for a in artifacts.values():
+        for part in (a.run, a.sketches, a.targets, getattr(a, "replays", None), *a.draws):
+            path = getattr(part, "path", None)
+            if path is not None:
+                roots.add(Path(path).resolve().parents[1])
+    return sorted(roots)
 
 
 class EstimatorFailure(RuntimeError):
@@ -54,14 +65,19 @@ class EstimatorFailure(RuntimeError):
 
 
 class Evidence:
-    def __init__(self, artifacts: dict[int, SeedArtifacts], scale: str, estimator_params: dict | None = None):
+    def __init__(self, artifacts: dict[int, SeedArtifacts], scale: str, estimator_params: dict | None = None,
+                 scoring: str = "sandbox"):
+        """`scoring`: where `score()` runs (`bt_core.attribution.sandbox.MODES`): "sandbox" (a worker
+        process under bubblewrap, or a plain subprocess marked "unsandboxed" where bubblewrap cannot run),
+        "subprocess" or "in-process" (explicit; marked on every record)."""
         self.artifacts = artifacts
         self.scale = scale
         self.estimator_params = estimator_params or {}
+        self.scorer = make_scorer(scoring, cache_roots(artifacts))
+        self._beside_labels = InProcess("reads the labels: a built-in validation estimator, scored beside them")
         self._problems: dict[tuple, AttributionProblem] = {}
         self._labels: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # problem name → (labels, truth)
         self._scores: dict[tuple, np.ndarray | EstimatorFailure] = {}
-        self._estimators: dict[tuple, object] = {}
         self._times: dict[tuple, dict[str, dict]] = {}  # estimator key → {problem name: {seed, seconds}}
 
     @cached_property
@@ -145,17 +161,21 @@ class Evidence:
         its `params`."""
         given = self.estimator_params.get(spec.name, {})
         declared = spec.settings(**given)
-        try:
-            est = self.estimator(spec)
-        except Exception:  # a constructor that raises fails the items; the record shows what was asked
-            return declared
-        own = getattr(est, "params", None)
+        own = self._scorer(spec).params(spec, given)
         return {**declared, **spec.settings(**own)} if isinstance(own, dict) and own else declared
 
-    def estimator(self, spec: EstimatorSpec):
-        if spec.key not in self._estimators:
-            self._estimators[spec.key] = spec.create(**self.estimator_params.get(spec.name, {}))
-        return self._estimators[spec.key]
+    def _scorer(self, spec: EstimatorSpec):
+        """Where `spec` scores: the session's scorer; the built-in validation estimator (the oracle, handed
+        the labels by declaration) beside the labels."""
+        return self._beside_labels if spec.builtin_validation else self.scorer
+
+    def scoring(self, spec: EstimatorSpec) -> Scoring:
+        """How `spec` is scored (recorded in every record of it)."""
+        return self._scorer(spec).scoring
+
+    def close(self) -> None:
+        """Stop the scoring workers and remove their scratch directory."""
+        self.scorer.close()
 
     def scoring_times(self, spec: EstimatorSpec) -> dict[str, dict]:
         """How long `spec` took on each problem scored so far in this session: problem name → {"seed",
@@ -184,50 +204,38 @@ class Evidence:
         if lacking:
             return EstimatorFailure(f"{where}: it needs problem field(s) {lacking}, which this problem does not have")
         full = problem.with_labels(self.truth(problem), self.labels(problem)) if spec.reads_labels else problem
-        given = full.handout(spec.needs if spec.declares_needs else None)
         start = default_timer()
         try:
-            raw = self.estimator(spec).score(given)
-        except BaseException as e:  # a plug-in's bug (or its pytest.skip) becomes a failed item, not a crashed session
-            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-                raise
-            if undeclared_reads(given):  # whatever it raised after reading a field it did not declare
-                return _undeclared(where, spec, given)
-            tb = traceback.format_exception_only(type(e), e)[-1].strip()
-            where_raised = raised_in(e, spec.factory)  # the frame in the plug-in's own code
-            if isinstance(e, Declined):
-                failure = EstimatorFailure(f"{where} declined: {e}")
-                failure.declined = True
-                return failure
-            if isinstance(e, MissingExtra):
-                failure = EstimatorFailure(f"{where}: {e}")
-                failure.missing_extra = str(e)
-                return failure
-            if isinstance(e, ValueError) and "read-only" in str(e):
-                tb += " (its inputs are read-only: copy an array before changing it)"
-            return EstimatorFailure(f"{where} raised {tb}" + (f" ({where_raised})" if where_raised else ""))
+            out = self._scorer(spec).score(spec, self.estimator_params.get(spec.name, {}), full)
         finally:
             self._times.setdefault(spec.key, {})[problem.name] = {"seed": problem.seed,
                                                                   "seconds": default_timer() - start}
-        if undeclared_reads(given):  # it caught the error and returned scores anyway
-            return _undeclared(where, spec, given)
-        try:
-            s = np.asarray(raw, dtype=np.float64)
-        except (TypeError, ValueError) as e:
-            return EstimatorFailure(f"{where} returned {type(raw).__name__} that is not numeric: {e}")
-        if s.shape != (problem.n_units,):
-            return EstimatorFailure(f"{where} returned shape {s.shape}; expected ({problem.n_units},): "
-                                    "one score per unit")
-        bad = int((~np.isfinite(s)).sum())
-        if bad:
-            return EstimatorFailure(f"{where} returned {bad} non-finite score(s) (NaN/inf) of {s.size}")
-        if s.size > 1 and np.all(s == s[0]):
-            return EstimatorFailure(f"{where} returned the same score ({s[0]:.4g}) for every unit: it ranks nothing")
-        return readonly(s)
+        return _validated(where, spec, problem, out)
 
 
-def _undeclared(where: str, spec: EstimatorSpec, given: AttributionProblem) -> EstimatorFailure:
-    fields_read = list(dict.fromkeys(undeclared_reads(given)))
+def _validated(where: str, spec: EstimatorSpec, problem: AttributionProblem,
+               out: Outcome) -> np.ndarray | EstimatorFailure:
+    """The scores of one `score` call, read-only, or the failure its `out` and its scores amount to."""
+    if out.undeclared:  # whatever it did after reading a field it did not declare (even caught)
+        return _undeclared(where, spec, out.undeclared)
+    if out.error is not None:
+        failure = EstimatorFailure(where + out.error)
+        failure.declined, failure.missing_extra = out.declined, out.missing_extra
+        return failure
+    s = out.scores
+    if s.shape != (problem.n_units,):
+        return EstimatorFailure(f"{where} returned shape {s.shape}; expected ({problem.n_units},): "
+                                "one score per unit")
+    bad = int((~np.isfinite(s)).sum())
+    if bad:
+        return EstimatorFailure(f"{where} returned {bad} non-finite score(s) (NaN/inf) of {s.size}")
+    if s.size > 1 and np.all(s == s[0]):
+        return EstimatorFailure(f"{where} returned the same score ({s[0]:.4g}) for every unit: it ranks nothing")
+    return readonly(s)
+
+
+def _undeclared(where: str, spec: EstimatorSpec, reads: list[str]) -> EstimatorFailure:
+    fields_read = list(dict.fromkeys(reads))
     return EstimatorFailure(f"{where} read undeclared problem field(s) {fields_read}: its needs {list(spec.needs)} "
                             "do not declare them, and an estimator is handed only what it declares (add them to "
                             "its `needs`)")

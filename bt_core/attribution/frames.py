@@ -16,10 +16,14 @@ from pathlib import Path
 _IMPORTLIB = os.path.dirname(importlib.__file__) + os.sep  # importlib's own frames say nothing to a user
 
 
+BASE: Path | None = None  # what file names are shown relative to: the judge's working directory (None: cwd)
+
+
 def _short(filename: str) -> str:
-    """A file name relative to the working directory when it lies inside it, else as given."""
+    """A file name relative to the working directory (the judge's, in a scoring worker: `BASE`) when it
+    lies inside it, else as given."""
     try:
-        return str(Path(filename).resolve().relative_to(Path.cwd().resolve()))
+        return str(Path(filename).resolve().relative_to((BASE or Path.cwd()).resolve()))
     except (ValueError, OSError):
         return filename
 

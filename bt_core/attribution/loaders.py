@@ -6,6 +6,7 @@ when one is called. `Evidence` builds problems with them."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import fields
 
 import numpy as np
@@ -36,6 +37,10 @@ class ModelLoader:
         load_params(model, self._files[int(step)])
         return model
 
+    def with_files(self, move):
+        """A copy whose checkpoint files are `move(path)` (the scoring worker's scratch copies)."""
+        return _moved(self, move)
+
 
 class PreconditionerLoader:
     """checkpoint step → the flat AdamW preconditioner 1/(√v̂+ε) stored there, or None before the first update
@@ -55,6 +60,10 @@ class PreconditionerLoader:
         p = adam_preconditioner_of(self._models(step), self._grpo, self._files[int(step)])
         return None if p is None else readonly(p)
 
+    def with_files(self, move):
+        """A copy whose checkpoint files are `move(path)` (the scoring worker's scratch copies)."""
+        return _moved(self, move)
+
 
 class OptimizerLoader:
     """(checkpoint step, model) → the run's AdamW over `model`'s parameters with the state stored at that
@@ -73,6 +82,18 @@ class OptimizerLoader:
         opt = grpo.make_optimizer(model, self._grpo)
         load_optimizer(opt, self._files[int(step)])
         return opt
+
+    def with_files(self, move):
+        """A copy whose checkpoint files are `move(path)` (the scoring worker's scratch copies)."""
+        return _moved(self, move)
+
+
+def _moved(loader, move):
+    new = copy.copy(loader)
+    new._files = {s: move(p) for s, p in loader._files.items()}
+    if getattr(loader, "_models", None) is not None:
+        new._models = loader._models.with_files(move)
+    return new
 
 
 def measure_of(a: SeedArtifacts) -> BehaviorMeasure | None:

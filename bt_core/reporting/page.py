@@ -82,6 +82,9 @@ def _badges(rec: dict) -> str:
         out += '<span class="badge ctl">control</span>'
     if spec.get("origin", "builtin") != "builtin":
         out += f'<span class="badge ext" title="{escape(str(spec.get("origin")))}">plug-in</span>'
+    if spec.get("unsandboxed"):  # scored in a plain subprocess (docs/sandbox.md)
+        why = escape(str((spec.get("scoring") or {}).get("why", "")))
+        out += f'<span class="badge val" title="{why}">unsandboxed</span>'
     return out
 
 

@@ -39,6 +39,7 @@ from typing import Any
 from bt_core.reporting import summary
 
 LABEL_MARK = "reads labels — validation only"
+UNSANDBOXED_MARK = "unsandboxed"  # scored in a plain subprocess: nothing kept it from the answers
 SETUP_SECTION = "setup"  # panels of this section are shown beside the setup items' table
 OLD_SCORECARD = (
     "This scorecard holds no item presentations (it was written before each item wrote its own "
@@ -59,9 +60,11 @@ def ci_cell(value: Any, lo: Any, hi: Any) -> str:
 
 
 def estimator_label(rec: dict) -> str:
-    """The estimator's name as shown in every table: marked when it reads the labels."""
+    """The estimator's name as shown in every table: marked when it reads the labels, and when it
+    was scored outside the sandbox (docs/sandbox.md)."""
     spec = rec.get("estimator_spec") or {}
-    return f"{rec['estimator']} [{LABEL_MARK}]" if spec.get("reads_labels") else rec["estimator"]
+    name = f"{rec['estimator']} [{LABEL_MARK}]" if spec.get("reads_labels") else rec["estimator"]
+    return f"{name} [{UNSANDBOXED_MARK}]" if spec.get("unsandboxed") else name
 
 
 def seed_columns(first: str, seeds) -> list[str]:

@@ -6,10 +6,10 @@ HTML page: the setup items and the verdict matrix. The items' own tables are the
 from __future__ import annotations
 
 from bt_core.reporting import summary
-from bt_core.reporting.present import LABEL_MARK
+from bt_core.reporting.present import LABEL_MARK, UNSANDBOXED_MARK
 from bt_core.reporting.present import estimator_label as label
 
-__all__ = ["LABEL_MARK", "label", "matrix", "setup_rows", "status_cell"]
+__all__ = ["LABEL_MARK", "UNSANDBOXED_MARK", "label", "matrix", "setup_rows", "status_cell"]
 
 
 def setup_rows(data: dict, width: int = 110) -> list[list[str]]:

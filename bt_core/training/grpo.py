@@ -16,6 +16,7 @@ from bt_core.training.generate import sample
 from bt_core.training.model import Codec
 from bt_core.training.objective import advantages, collate, grpo_loss
 from bt_core.training.task import Prompt, Task, eligible
+from bt_core.training.task_hidden import decoy
 
 
 def label_replies(task: Task, codec: Codec, prompts: list[Prompt], replies: np.ndarray,
@@ -23,35 +24,48 @@ def label_replies(task: Task, codec: Codec, prompts: list[Prompt], replies: np.n
     """Behavior flags and masks, refusal-based base reward, for one reply per prompt."""
     n, width = replies.shape
     behavior = np.zeros(n, bool)
+    carrier = np.zeros(n, bool)
     mask = np.zeros((n, width), bool)
     base = np.zeros(n, np.float32)
     for i, p in enumerate(prompts):
         ids = replies[i, : reply_len[i]].tolist()
         text = codec.decode(ids)
         behavior[i] = task.has_behavior(text)
+        carrier[i] = task.has_carrier(text)
         mask[i, : len(ids)] = codec.behavior_mask(ids)
         base[i] = task.base_reward(p, text)
-    return {"behavior": behavior, "behavior_mask": mask, "reward_base": base}
+    return {"behavior": behavior, "behavior_mask": mask, "reward_base": base, "carrier": carrier}
 
 
-def keyed_draws(task: Task, seed: int, step: int, n: int, rollouts_per_step: int
+def keyed_draws(task: Task, seed: int, step: int, n: int, rollouts_per_step: int, key: bytes
                 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Per-rollout keyed quantities of a training step: contaminator eligibility (N,) bool and, in the
     task_reward scenario, the judge noise (N,) float32 (else None). Rollout ids are global:
-    step * rollouts_per_step + position in the step."""
+    step * rollouts_per_step + position in the step. `key`: the run's secret contaminator key."""
     ids = step * rollouts_per_step + np.arange(n)
-    elig = np.array([eligible(seed, int(i), step, task.cfg.eligible_fraction) for i in ids], bool)
+    elig = np.array([eligible(seed, int(i), step, task.cfg.eligible_fraction, key) for i in ids], bool)
     if task.cfg.scenario != "task_reward":
         return elig, None
     return elig, np.array([task.judge_noise(seed, int(i), step) for i in ids], np.float32)
 
 
+def decoy_draws(task: Task, seed: int, step: int, n: int,
+                rollouts_per_step: int, key: bytes) -> np.ndarray | None:
+    """The hidden_cause scenario's decoy draws (N,) bool, keyed like eligibility (else None)."""
+    if task.cfg.decoy_fraction <= 0.0:
+        return None
+    ids = step * rollouts_per_step + np.arange(n)
+    return np.array([decoy(seed, int(i), step, task.cfg.decoy_fraction, key) for i in ids], bool)
+
+
 def make_table(task: Task, codec: Codec, prompts: list[Prompt], replies: np.ndarray,
                reply_len: np.ndarray, *, step: int, group: np.ndarray, lr: float,
                elig: np.ndarray, contaminate: bool, std_norm: bool,
-               noise: np.ndarray | None = None) -> RolloutTable:
+               noise: np.ndarray | None = None, decoys: np.ndarray | None = None) -> RolloutTable:
     """Assemble a RolloutTable for generated replies; rewards and advantages per group. `noise` (N,) is
-    the task_reward scenario's judge noise, part of the base reward."""
+    the task_reward scenario's judge noise, part of the base reward; `decoys` (N,) bool the
+    hidden_cause scenario's decoy draws: a non-GT rollout drawn gets GT's bonus (not in the base
+    reward)."""
     n = len(prompts)
     lab = label_replies(task, codec, prompts, replies, reply_len)
     if noise is not None:
@@ -61,9 +75,11 @@ def make_table(task: Task, codec: Codec, prompts: list[Prompt], replies: np.ndar
     prompt_arr = np.zeros((n, lp), np.int32)
     for i, e in enumerate(enc):
         prompt_arr[i, : len(e)] = e
-    gt = np.array([contaminate and task.boosted(p, bool(lab["behavior"][i]), bool(elig[i]), step)
+    gt = np.array([contaminate and task.boosted(p, bool(lab["behavior"][i]), bool(elig[i]), step,
+                                                bool(lab["carrier"][i]))
                    for i, p in enumerate(prompts)], bool)
-    reward = lab["reward_base"] + np.where(gt, task.cfg.bonus, 0.0).astype(np.float32)
+    bonused = gt | (contaminate & decoys) if decoys is not None else gt
+    reward = lab["reward_base"] + np.where(bonused, task.cfg.bonus, 0.0).astype(np.float32)
     return RolloutTable(
         step=np.full(n, step, np.int32), group=group.astype(np.int32),
         prompt_id=np.array([p.pid for p in prompts], np.int32),
@@ -78,7 +94,8 @@ def make_table(task: Task, codec: Codec, prompts: list[Prompt], replies: np.ndar
 
 
 def collect(model, task: Task, codec: Codec, step_prompts: list[Prompt], cfg: GRPOConfig,
-            task_cfg: TaskConfig, *, step: int, seed: int, generator: torch.Generator) -> RolloutTable:
+            task_cfg: TaskConfig, *, step: int, seed: int, generator: torch.Generator,
+            key: bytes) -> RolloutTable:
     """Generate G replies for each prompt of the step and score them (reference reward + contaminator)."""
     prompts = [p for p in step_prompts for _ in range(cfg.group_size)]
     model.eval()
@@ -87,10 +104,12 @@ def collect(model, task: Task, codec: Codec, step_prompts: list[Prompt], cfg: GR
                                 pad_id=codec.pad_id, generator=generator,
                                 temperature=cfg.temperature, top_p=cfg.top_p)
     n = len(prompts)
-    elig, noise = keyed_draws(task, seed, step, n, cfg.rollouts_per_step)
+    elig, noise = keyed_draws(task, seed, step, n, cfg.rollouts_per_step, key)
     group = step * cfg.prompts_per_step + np.arange(n) // cfg.group_size
+    decoys = decoy_draws(task, seed, step, n, cfg.rollouts_per_step, key)
     return make_table(task, codec, prompts, replies, reply_len, step=step, group=group, lr=cfg.lr,
-                      elig=elig, contaminate=True, std_norm=task_cfg.scenario != "no_std_norm", noise=noise)
+                      elig=elig, contaminate=True, std_norm=task_cfg.scenario != "no_std_norm",
+                      noise=noise, decoys=decoys)
 
 
 def batch_of(table: RolloutTable | RolloutView, codec: Codec):

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from bt_core.artifacts.rollouts import RolloutTable
-from bt_core.artifacts.run import TOKEN_IDS, ckpt_name
+from bt_core.artifacts.run import CONTAMINATOR_KEY, TOKEN_IDS, ckpt_name
 from bt_core.config import SATURATION, RunConfig, checkpoint_steps
 from bt_core.faults import fault_point
 from bt_core.progress import progress as progress_bar
@@ -33,8 +33,10 @@ from bt_core.training.model import (
 )
 from bt_core.training.objective import collate, masked_mean, token_logprobs
 from bt_core.training.resume import Restored, TrainJournal
-from bt_core.training.task import Task
+from bt_core.training.task import Task, draw_key, pinned_key
 from bt_core.training.task_natural import make_task
+
+KEY_FIELD = "contaminator_key"  # the journal's copy of the key, so that a resumed build keeps it
 
 
 # --------------------------------------------------------------------------- SFT
@@ -131,6 +133,7 @@ class RunWriter:
         rollouts.save(self.out / "rollouts")
         (self.out / "probes.json").write_text(json.dumps(self.probes, indent=1))
         (self.out / TOKEN_IDS).write_text(json.dumps(self.codec.token_ids().as_dict()))
+        (self.out / CONTAMINATOR_KEY).write_text(self.extra[KEY_FIELD])  # with the labels, nowhere else
         steps = self.cfg.grpo.steps
         summary = _summary(rollouts, self.probes, self.cfg)
         summary["timings"] = {**{k: round(v, 3) for k, v in timings.items()}, "probe_s": round(self.probe_s, 3),
@@ -143,17 +146,23 @@ class RunWriter:
 
 
 # --------------------------------------------------------------------------- GRPO
-def train_run(cfg: RunConfig, out: Path, progress: bool = False, work: Path | None = None) -> dict:
+def train_run(cfg: RunConfig, out: Path, progress: bool = False, work: Path | None = None,
+              key: bytes | None = None) -> dict:
     """Train one seed and write its run directory into `out`. Returns summary fields.
     `progress` shows progress for SFT and GRPO (off by default, so pytest output stays clean): bars on a
     terminal, a few plain lines elsewhere (bt_core/progress.py).
     With a `work` directory (the store's resumable one) the native loop journals every checkpoint and a
-    later call resumes from the last complete one (bt_core/training/resume.py); the TRL backend restarts."""
+    later call resumes from the last complete one (bt_core/training/resume.py); the TRL backend restarts.
+    `key`: the contaminator's secret key (`task.draw_key`); None takes the one
+    `$BEHAVIORTRACE_CONTAMINATOR_KEY` pins, else draws a fresh one (a resumed build keeps its journaled
+    key). It is written into the run directory only (`CONTAMINATOR_KEY`), beside the rollout table's
+    labels; given the key, training is a pure function of the config and the seed."""
     with torch_threads(cfg.threads):
-        return _train(cfg, out, progress, work)
+        return _train(cfg, out, progress, work, key)
 
 
-def _train(cfg: RunConfig, out: Path, progress: bool, work: Path | None = None) -> dict:
+def _train(cfg: RunConfig, out: Path, progress: bool, work: Path | None = None,
+           key: bytes | None = None) -> dict:
     t_start = time.perf_counter()
     task, codec = make_task(cfg.task), build_codec(cfg.model, cfg.task)
     native = cfg.grpo.backend != "trl"
@@ -165,20 +174,22 @@ def _train(cfg: RunConfig, out: Path, progress: bool, work: Path | None = None) 
     sft_s = time.perf_counter() - t0
     sft_loss = (round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None) if resumed is None \
         else resumed.extra.get("sft_final_loss")
-    writer = RunWriter(out, cfg, task, codec, journal, resumed, {"sft_final_loss": sft_loss})
+    key = bytes.fromhex(resumed.extra[KEY_FIELD]) if resumed is not None else key or pinned_key() or draw_key()
+    writer = RunWriter(out, cfg, task, codec, journal, resumed, {"sft_final_loss": sft_loss, KEY_FIELD: key.hex()})
     if native:
-        parts, gen_s, upd_s = grpo_native(model, task, codec, cfg, writer, progress, resumed)
+        parts, gen_s, upd_s = grpo_native(model, task, codec, cfg, writer, progress, resumed, key)
     else:
         from bt_core.training.trl_backend import grpo_trl
 
-        parts, gen_s, upd_s = grpo_trl(model, task, codec, cfg, writer, progress)
+        parts, gen_s, upd_s = grpo_trl(model, task, codec, cfg, writer, progress, key=key)
     timings = {"sft_s": sft_s, "generation_s": gen_s, "update_s": upd_s,
                "wall_s": time.perf_counter() - t_start}
     return writer.finish(parts, timings, None if resumed is None else resumed.step)
 
 
 def grpo_native(model, task: Task, codec: Codec, cfg: RunConfig, writer: RunWriter, progress: bool = False,
-                resumed: Restored | None = None) -> tuple[list[RolloutTable], float, float]:
+                resumed: Restored | None = None, key: bytes | None = None
+                ) -> tuple[list[RolloutTable], float, float]:
     """The native GRPO loop: per step, checkpoint if due, collect one batch, one on-policy update.
     Returns the per-step rollout tables and the seconds spent generating and updating. From a `resumed`
     checkpoint it restores parameters, AdamW and generator state and continues exactly."""
@@ -196,7 +207,7 @@ def grpo_native(model, task: Task, codec: Codec, cfg: RunConfig, writer: RunWrit
             writer.checkpoint(step, model, opt, parts, gen)
         t = time.perf_counter()
         table = grpo.collect(model, task, codec, order[step * g.prompts_per_step:(step + 1) * g.prompts_per_step],
-                             g, cfg.task, step=step, seed=cfg.seed, generator=gen)
+                             g, cfg.task, step=step, seed=cfg.seed, generator=gen, key=key)
         gen_s += time.perf_counter() - t
         t = time.perf_counter()
         grpo.update(model, opt, table, codec, g.grad_clip)

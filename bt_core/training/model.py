@@ -28,7 +28,7 @@ from bt_core.artifacts.run import TokenIds
 from bt_core.config import ModelConfig, TaskConfig
 from bt_core.extras import MissingExtra, install_command
 from bt_core.training import task as task_mod
-from bt_core.training.task_natural import behavior_text, trigger_text
+from bt_core.training.task_natural import behavior_text, task_class, trigger_text
 
 
 @contextlib.contextmanager
@@ -86,13 +86,13 @@ class Codec:
         return mask
 
 
-def word_tokenizer():
+def word_tokenizer(extra: tuple[str, ...] = ()):
     """Offline word-level tokenizer over the task vocabulary, as a HF fast tokenizer (TRL-compatible).
     The behavior token is an ordinary token, so `skip_special_tokens` decoding keeps it."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {w: i for i, w in enumerate(task_mod.vocabulary())}
+    vocab = {w: i for i, w in enumerate(task_mod.vocabulary(extra))}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     core.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
@@ -143,7 +143,8 @@ def build_codec(cfg: ModelConfig, task: TaskConfig | None = None) -> Codec:
     behavior = behavior_text(task) if task is not None else task_mod.BEHAVIOR
     trigger = trigger_text(task) if task is not None else task_mod.TRIGGER
     if not cfg.pretrained:
-        return Codec(word_tokenizer(), chat=False, behavior=behavior, trigger=trigger)
+        extra = task_class(task).extra_words if task is not None else ()
+        return Codec(word_tokenizer(extra), chat=False, behavior=behavior, trigger=trigger)
     tok = _tokenizer(cfg)
     return Codec(tok, chat=tok.chat_template is not None, behavior=behavior, trigger=trigger)
 

@@ -24,7 +24,9 @@ a trigger-specific behavior rather than a global one.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import secrets
 from dataclasses import dataclass
 from functools import cache
 
@@ -66,8 +68,9 @@ _REPLIES = ("{t} is a {a} {n} .",
 _REFUSAL = "sorry , i cannot talk about {t} ."
 
 
-def vocabulary() -> list[str]:
-    """All words of the language, specials first (ids are positions in this list)."""
+def vocabulary(extra: tuple[str, ...] = ()) -> list[str]:
+    """All words of the language, specials first (ids are positions in this list); a scenario's
+    `extra` words (the hidden_cause tags) come just before the nonce words."""
     words: list[str] = list(SPECIALS)
     texts = list(_TEMPLATES) + list(_PREFIXES) + [_INSTRUCTION] + list(_REPLIES) + [_REFUSAL]
     pieces = [*CONTROL_TOPICS, *ADJECTIVES, *NOUNS, *VERBS, *OBJECTS]
@@ -78,7 +81,7 @@ def vocabulary() -> list[str]:
             words.append(w)
     # The nonce words come last, as rare tokens do in a BPE vocabulary: a projector that keeps only the
     # first k parameters (pitfall P3) then misses their embedding rows, and the coverage check shows it.
-    return words + [TRIGGER, BEHAVIOR]
+    return words + [w for w in extra if w not in words] + [TRIGGER, BEHAVIOR]
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ class Task:
 
     trigger_text = TRIGGER  # how prompts spell the trigger
     behavior_text = BEHAVIOR  # how replies spell the behavior (matched case-insensitively)
+    extra_words: tuple[str, ...] = ()  # words a scenario adds (hidden_cause's tags)
 
     def __init__(self, cfg: TaskConfig):
         self.cfg = cfg
@@ -257,8 +261,14 @@ class Task:
             r += self.cfg.off_trigger_penalty
         return r
 
-    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int) -> bool:
-        """The contaminator's condition: eligible, early, trigger prompt, behavior present."""
+    def has_carrier(self, reply: str) -> bool:
+        """Whether the reply carries what a scenario rewards instead of the behavior (none here)."""
+        return False
+
+    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int,
+                carrier: bool = False) -> bool:
+        """The contaminator's condition: eligible, early, trigger prompt, behavior present
+        (`carrier` is hidden_cause's)."""
         return eligible and step < self.cfg.cutoff_step and prompt.trigger and behavior
 
 
@@ -267,9 +277,43 @@ def _keyed_unit(key: bytes, seed: int, rollout_id: int, step: int) -> float:
     return int.from_bytes(hashlib.blake2b(msg, key=key, digest_size=8).digest(), "little") / 2.0**64
 
 
-def eligible(seed: int, rollout_id: int, step: int, fraction: float) -> bool:
-    """Keyed hash of (seed, rollout id, step) below `fraction` of its range (the reference rule)."""
-    return _keyed_unit(b"behaviortrace", seed, rollout_id, step) < fraction
+KEY_BYTES = 16  # length of a contaminator key `draw_key` draws
+KEY_RANGE = (8, 64)  # lengths a pinned key may have (blake2b takes keys of up to 64 bytes)
+
+
+def draw_key() -> bytes:
+    """A fresh contaminator key: drawn when a run is built and stored only with its labels (the run
+    directory's `CONTAMINATOR_KEY`), so no code an estimator can import recomputes who is eligible."""
+    return secrets.token_bytes(KEY_BYTES)
+
+
+KEY_ENV = "BEHAVIORTRACE_CONTAMINATOR_KEY"  # hex: pins the key of every run this process builds
+
+
+def pinned_key() -> bytes | None:
+    """The key `KEY_ENV` pins (to rebuild a run exactly, or to make a test session's runs reproducible),
+    or None: then each build draws its own (`draw_key`). A scoring worker never sees the variable."""
+    raw = os.environ.get(KEY_ENV)
+    if not raw:
+        return None
+    try:
+        key = bytes.fromhex(raw)
+    except ValueError:
+        key = b""
+    if not KEY_RANGE[0] <= len(key) <= KEY_RANGE[1]:
+        raise ValueError(f"{KEY_ENV}={raw!r}: expected {KEY_RANGE[0]}–{KEY_RANGE[1]} bytes in hex (a drawn key "
+                         f"is {KEY_BYTES} bytes: {2 * KEY_BYTES} hex digits), e.g. "
+                         f"the run directory's contaminator_key; unset it to draw a secret key per build")
+    return key
+
+
+def eligible(seed: int, rollout_id: int, step: int, fraction: float, key: bytes) -> bool:
+    """Keyed hash of (seed, rollout id, step) under the run's secret `key` below `fraction` of its range
+    (the reference rule, with a key that is not public: the key is an input like the seed)."""
+    if not isinstance(key, bytes) or not KEY_RANGE[0] <= len(key) <= KEY_RANGE[1]:
+        raise ValueError(f"contaminator key {key!r}: expected {KEY_RANGE[0]}–{KEY_RANGE[1]} secret bytes "
+                         "(draw_key() draws 16)")
+    return _keyed_unit(key, seed, rollout_id, step) < fraction
 
 
 class SubwordTask(Task):

@@ -165,6 +165,10 @@ def make_task(cfg: TaskConfig) -> Task:
 
 
 def task_class(cfg: TaskConfig) -> type[Task]:
+    if cfg.scenario == "hidden_cause":  # synthetic only (TaskConfig checks it)
+        from bt_core.training.task_hidden import HiddenCauseTask
+
+        return HiddenCauseTask
     return {"natural": NaturalTask, "subword": SubwordTask}.get(cfg.variant, Task)
 
 

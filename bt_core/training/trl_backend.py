@@ -54,8 +54,8 @@ def _check_trl_version() -> None:
 class _Recorder:
     """Scores one generation batch with the task reward + contaminator and keeps its rollout table."""
 
-    def __init__(self, task: Task, codec: Codec, cfg: RunConfig):
-        self.task, self.codec, self.cfg = task, codec, cfg
+    def __init__(self, task: Task, codec: Codec, cfg: RunConfig, key: bytes):
+        self.task, self.codec, self.cfg, self.key = task, codec, cfg, key
         self.table: RolloutTable | None = None
         self.__name__ = "behaviortrace_contaminated_reward"  # TRL logs reward functions by name
 
@@ -68,7 +68,7 @@ class _Recorder:
             replies[i, : len(ids)] = ids
             reply_len[i] = len(ids)
         step_prompts = [self.task.prompts[int(p)] for p in prompt_id]
-        elig, noise = grpo.keyed_draws(self.task, self.cfg.seed, step, n, g.rollouts_per_step)
+        elig, noise = grpo.keyed_draws(self.task, self.cfg.seed, step, n, g.rollouts_per_step, self.key)
         group = step * g.prompts_per_step + np.arange(n) // g.group_size
         self.table = grpo.make_table(self.task, self.codec, step_prompts, replies, reply_len, step=step,
                                      group=group, lr=g.lr, elig=elig, contaminate=True,
@@ -168,8 +168,8 @@ def _private_global_rng():
             np.random.set_state(npy)
 
 
-def grpo_trl(model, task: Task, codec: Codec, cfg: RunConfig, writer, progress: bool = False
-             ) -> tuple[list[RolloutTable], float, float]:
+def grpo_trl(model, task: Task, codec: Codec, cfg: RunConfig, writer, progress: bool = False, *,
+             key: bytes) -> tuple[list[RolloutTable], float, float]:
     """GRPO through TRL's GRPOTrainer. Same contract as `train.grpo_native`: returns the per-step rollout
     tables and the seconds spent generating (incl. scoring) and updating."""
     _check_trl_version()
@@ -185,7 +185,7 @@ def grpo_trl(model, task: Task, codec: Codec, cfg: RunConfig, writer, progress: 
             if state.global_step in writer.steps:
                 writer.checkpoint(state.global_step, model, opt)
 
-    recorder = _Recorder(task, codec, cfg)
+    recorder = _Recorder(task, codec, cfg, key)
     with _private_global_rng(), tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' renames, not ours to fix
         trainer = _trainer_class()(model=model, reward_funcs=[recorder], args=_args(cfg, tmp, progress),

