@@ -29,11 +29,12 @@ SELECTIVE = {"targets": "gates the estimators that read targets", "none": "advis
 @pytest.mark.checklist
 @pytest.mark.parametrize("item", SETUP_ITEMS, ids=[i.name for i in SETUP_ITEMS])
 def test_setup(item, bt_evidence, bt_scorecard):
-    _check(item.evaluate(bt_evidence), bt_scorecard, f"setup {item.name}", selective=SELECTIVE.get(item.gates))
+    _check(item.judge(bt_evidence), bt_scorecard, f"setup {item.name}",
+           selective=SELECTIVE.get(item.gates))
 
 
 @pytest.mark.checklist
 @pytest.mark.parametrize("item", ESTIMATOR_ITEMS, ids=[i.name for i in ESTIMATOR_ITEMS])
 def test_checklist(item, bt_estimator, bt_evidence, bt_scorecard):
-    _check(item.evaluate(bt_estimator, bt_evidence), bt_scorecard, f"{item.name} × {bt_estimator.name}",
-           spec=bt_estimator)
+    _check(item.judge(bt_estimator, bt_evidence), bt_scorecard,
+           f"{item.name} × {bt_estimator.name}", spec=bt_estimator)

@@ -7,16 +7,15 @@ The controls every item compares with are defined in `behaviortrace.checklist.co
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
-from bt_core.reporting.render import LABEL_MARK  # shown beside every record of a label-reading estimator
-from bt_core.reporting.scorecard import Status, Verdict, worst_status
-from bt_core.reporting.tables import UNSANDBOXED_MARK  # beside every record scored outside the sandbox
+from bt_core.reporting.present import LABEL_MARK, UNSANDBOXED_MARK  # marks beside a record's name
+from bt_core.reporting.scorecard import Status, Verdict, clean, worst_status
 
 GATES = ("all", "targets", "none")
 
@@ -29,7 +28,12 @@ class Item:
     What its failure does is `gates`: "all" makes every estimator item invalid-setup; "targets" makes the
     items of estimators that read targets invalid-setup (their figures kept, the rule's own status quoted);
     "none" (advisory) quotes it as a caveat in their verdicts. An estimator item is evaluated per
-    estimator: ``evaluate(spec, evidence) -> Verdict``."""
+    estimator: ``evaluate(spec, evidence) -> Verdict``.
+
+    `present` turns the item's record (the verdict as the scorecard JSON holds it) into the rows it
+    shows (`bt_core.reporting.present`: tables, figures); `judge` evaluates and writes them into the
+    verdict.
+    How an item declares them: docs/architecture.md."""
 
     name: str
     title: str  # one line: what a pass means
@@ -38,6 +42,7 @@ class Item:
     reference: str = ""  # the reference study's pitfall or finding it guards against (P1 … P6)
     gates: str = "all"  # setup items only: "all" | "targets" | "none" (advisory)
     headline: str | None = None  # per-seed figure compared against a baseline scorecard (--scorecard-compare)
+    present: Callable[[dict], dict] | None = None  # record → its presentation (tables and figures)
 
     def __post_init__(self) -> None:
         if self.kind not in ("setup", "estimator"):
@@ -46,6 +51,13 @@ class Item:
             raise ValueError(f"Item {self.name!r}: gates={self.gates!r} must be one of {GATES}")
         if self.kind == "estimator" and self.gates != "all":
             raise ValueError(f"Item {self.name!r}: only setup items gate selectively (gates={self.gates!r})")
+
+    def judge(self, *args) -> Verdict:
+        """`evaluate(*args)`, with the item's presentation of the verdict written into it."""
+        v = self.evaluate(*args)
+        if self.present is not None:
+            v.presentation = self.present(clean(asdict(v)))
+        return v
 
     @property
     def gating(self) -> bool:

@@ -86,6 +86,7 @@ import numpy as np
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.metrics import lds_bootstrap, percentile_ci, subset_sums
+from bt_core.reporting import present as pr
 from bt_core.reporting.scorecard import Status, Verdict
 
 from . import controls
@@ -208,4 +209,61 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
                                "reported_subsets": list(REPORTED), "ceiling": CEILING})
 
 
-ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="causal ground truth (LDS, TRAK/dattri)", headline="lds")
+CAPTION = (
+    "Each marker is one seed's linear datamodeling score (colour and shape = seed) with its 95% "
+    "bootstrap CI over the removed subsets: how well an estimator's summed scores predict what "
+    "replaying the stream without those rollouts does to the behavior. Right of the dashed 0 line "
+    "is better than no information. The grey band holds the controls, the surface baseline and the "
+    "step-count datamodel's held-out ceiling; a pass needs the CI above 0 and the paired CI above "
+    "every control.")
+TABLE = "Counterfactual LDS (Spearman of summed scores vs replayed ΔNLL over removed subsets)"
+AXIS = "LDS: Spearman(summed scores of a removed subset, replayed Δ behavior NLL)"
+
+
+def _lds_cell(f: dict) -> str:
+    ci = f.get("ci") or [None, None]
+    sh = f.get("share")
+    share = f" ({100 * sh:.0f}%)" if isinstance(sh, float) and sh == sh else ""  # of the ceiling
+    return pr.ci_cell(f.get("lds"), ci[0], ci[1]) + share
+
+
+def _shared(per: dict, seeds: list[str]) -> tuple[list[list[str]], list[dict]]:
+    """The controls', the surface baseline's and the ceiling's LDS (the same on every record): table
+    rows and figure categories; none unless every seed has them."""
+    if not all("baselines_lds" in per[s] for s in seeds):
+        return [], []
+    rows, dots = [], []
+    for b in per[seeds[0]]["baselines_lds"]:
+        vals = {s: (per[s]["baselines_lds"][b], *per[s]["baselines_ci"][b]) for s in seeds}
+        surface = b == controls.SURFACE
+        rows.append(["surface baseline" if surface else f"control: {b}",
+                     *(pr.ci_cell(*v) for v in vals.values())])
+        dots.append(pr.dot_row("surface baseline" if surface else f"{b} (control)",
+                               [{s: pr.point(*v) for s, v in vals.items()}], band=True))
+    features = per[seeds[0]].get("ceiling_features", "step-count datamodel")
+    rows.append([f"ceiling ({features})", *(pr.cell(per[s]["ceiling"]) for s in seeds)])
+    ceiling = {s: pr.point(per[s].get("ceiling")) for s in seeds}
+    return rows, [*dots, pr.dot_row("ceiling (datamodel)", [ceiling], band=True)]
+
+
+def present(rec: dict) -> dict:
+    """The estimator's LDS [CI] (share of the ceiling) per seed — a row of the LDS table, a figure
+    category where it has an LDS — with the controls' and the ceiling's as the shared rows."""
+    per = pr.per_seed(rec)
+    if not per:
+        return {}
+    seeds = list(per)
+    rows, dots = _shared(per, seeds)
+    table = pr.table("lds", "lds", TABLE, pr.seed_columns("LDS [95% CI]", seeds),
+                     [[pr.estimator_label(rec), *(_lds_cell(per[s]) for s in seeds)]], rows,
+                     terminal=False)
+    mine = {s: pr.point(f.get("lds"), *(f.get("ci") or [None, None])) for s, f in per.items()}
+    judged = [pr.dot_row(rec["estimator"], [mine])] if any("lds" in f for f in per.values()) else []
+    figure = pr.dots("lds", "lds", "Counterfactual LDS per estimator and seed", CAPTION,
+                     [pr.axis(AXIS, lines=[pr.line(0.0)])], judged, dots, horizontal=True,
+                     legend="lower right")
+    return pr.presentation(table, figure, sections={"lds": {"title": "Counterfactual LDS"}})
+
+
+ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="causal ground truth (LDS, TRAK/dattri)",
+            headline="lds", present=present)

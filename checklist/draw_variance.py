@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
+from bt_core.reporting import present as pr
 from bt_core.reporting.scorecard import Status, Verdict, worst_status
 
 from . import fluency_control
@@ -81,4 +82,16 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
                    figures, rec, *shown)
 
 
-ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6")
+def present(rec: dict) -> dict:
+    """The AUC of the draws other than 0, as hollow markers beside the estimator's draw-0 AUC in
+    fluency_control's figure (where that estimator has a category)."""
+    per = pr.per_seed(rec)
+    extra = {s: [a for d, a in (f.get("auc") or {}).items() if str(d) != "0" and a is not None]
+             for s, f in per.items()}
+    if not any(extra.values()):
+        return {}
+    row = pr.dot_row(rec["estimator"], [{}], extra=[extra], join=True)
+    return pr.presentation(pr.dots(fluency_control.FIGURE, "auc", "", "", [{}], [row]))
+
+
+ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6", present=present)

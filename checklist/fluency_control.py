@@ -83,6 +83,7 @@ from bt_core.metrics import (
     within_group_auc,
     within_group_spearman,
 )
+from bt_core.reporting import present as pr
 from bt_core.reporting.scorecard import FAIL_FIRST, Status, Verdict, worst_status
 
 from . import controls
@@ -233,4 +234,48 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
                                "n_boot": N_BOOT})
 
 
-ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P5", headline=HEADLINE)
+FIGURE = "auc"  # the figure's key: draw_variance adds each estimator's other draws to it
+CAPTION = (
+    "Filled markers: an estimator's AUC for behavior vs non-behavior siblings of the same prompt, "
+    "after removing what fluency explains, on draw 0 of each seed (colour and shape = seed), with "
+    "its 95% cluster-bootstrap CI; hollow circles: the same on the other draws. The grey band "
+    "holds the norm-only control and the surface baseline (on draws it is the behavior label "
+    "itself, so nothing beats it against that label; the causal label's AUCs are in the table). "
+    "Dashed: 0.5, no better than a coin within a group; a pass needs the CI above it.")
+REFERENCES = (("control_auc", f"control: {CONTROL}", f"{CONTROL} (control)"),  # figure, table, plot
+              ("surface_auc", "surface baseline (the behavior label)", "surface (the label)"))
+
+
+def _with_causal(f: dict, ref: str, causal) -> str:
+    """A table cell: the reference label's figure, then the causal label's (`f[CAUSAL]`) if any."""
+    c = f.get(CAUSAL)
+    return f"{ref} · causal {causal(c)}" if isinstance(c, dict) else ref
+
+
+def present(rec: dict) -> dict:
+    """The estimator's residualized AUC [CI] per seed (draw 0) — a row of the AUC table, a figure
+    category — with the draw control's and the surface baseline's AUC as the shared rows."""
+    per = pr.per_seed(rec)
+    if not per:
+        return {}
+    seeds = list(per)
+    auc = {s: (per[s].get("auc"), per[s].get("ci_lo"), per[s].get("ci_hi")) for s in seeds}
+    ci = lambda c: pr.ci_cell(c.get("auc"), c.get("ci_lo"), c.get("ci_hi"))  # noqa: E731
+    row = [pr.estimator_label(rec), *(_with_causal(per[s], pr.ci_cell(*auc[s]), ci) for s in seeds)]
+    shared = [[shown, *(_with_causal(per[s], pr.cell(per[s].get(key)),
+                                     lambda c, key=key: pr.cell(c.get(key))) for s in seeds)]
+              for key, shown, _ in REFERENCES]
+    dot = pr.dot_row(rec["estimator"], [{s: pr.point(*a) for s, a in auc.items()}])
+    bands = [pr.dot_row(name, [{s: pr.point(per[s].get(key)) for s in seeds}], band=True)
+             for key, _, name in REFERENCES]
+    title = "Fluency-residualized within-group AUC (draw 0, saturated checkpoint)"
+    columns = pr.seed_columns("fluency-residualized AUC [95% CI] · vs the causal label", seeds)
+    axis = pr.axis("residualized within-group AUC", lines=[pr.line(0.5)])
+    return pr.presentation(
+        pr.table("auc", "auc", title, columns, [row], shared, terminal=False),
+        pr.dots(FIGURE, "auc", "Fluency-residualized within-group AUC", CAPTION, [axis], [dot],
+                bands, wide=True, legend="lower left"),
+        sections={"auc": {"title": "Fluency control (AUC)"}})
+
+
+ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P5", headline=HEADLINE, present=present)

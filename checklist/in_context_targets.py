@@ -32,6 +32,7 @@ says nothing about the targets the methods do use (in-context by default).
 from __future__ import annotations
 
 from bt_core.attribution.evidence import Evidence
+from bt_core.reporting import present as pr
 from bt_core.reporting.scorecard import Status, Verdict
 
 from ._base import Item, fmt, setup_verdict
@@ -71,4 +72,26 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
     return v
 
 
-ITEM = Item(NAME, TITLE, "setup", evaluate_setup, reference="P4", gates="targets")
+CAPTION = (
+    "Each marker is one seed's mean cosine, on draw 0, between the behavior-token gradient and "
+    "each target kind, with its 95% CI (colour and shape = seed). Dashed: the in_context_targets "
+    "bar — the in-context target must have its CI above it on every seed and draw, or the verdicts "
+    "of every estimator that reads targets are held back as invalid-setup.")
+
+
+def present(rec: dict) -> dict:
+    """The alignment of each target kind per seed (draw 0), beside the setup items' table."""
+    per = pr.per_seed(rec)
+    if not per:
+        return {}
+    kinds = list(next(iter(per.values())).get("alignment", {}))
+    rows = [pr.dot_row(k, [{s: pr.point(a["mean"], a["ci_lo"], a["ci_hi"])
+                            for s, f in per.items() for a in [f["alignment"][k]]}]) for k in kinds]
+    bar = (rec.get("figures") or {}).get("in_context_min")
+    lines = [pr.line(bar), pr.line(0.0, "thin")]
+    axis = pr.axis("cos(behavior-token gradient, target)", lines=lines)
+    title = "Token-level alignment of the targets (setup)"
+    return pr.presentation(pr.dots("alignment", pr.SETUP_SECTION, title, CAPTION, [axis], rows))
+
+
+ITEM = Item(NAME, TITLE, "setup", evaluate_setup, reference="P4", gates="targets", present=present)

@@ -54,7 +54,8 @@ from bt_core.metrics import (
     precision_resamples,
     resample_counts,
 )
-from bt_core.reporting.scorecard import Status, Verdict
+from bt_core.reporting import present as pr
+from bt_core.reporting.scorecard import Status, Verdict, clean
 
 from . import controls
 from ._base import Item, fmt
@@ -155,4 +156,78 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
                             c.name: {"rollout": c.rollout_rule, "step": c.step_rule} for c in controls.CONTROLS}})
 
 
-ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P1", headline=HEADLINE)
+LIFT = "lift: precision@|GT| ÷ chance"
+LIFT_CAPTION = (
+    "Each marker is one seed (colour and shape = seed) of an estimator's precision among its top "
+    "|GT| rollouts divided by chance, at rollout level (left) and step level (right). The grey "
+    "band holds the target-free controls and the surface baseline that decide magnitude_control: a "
+    "method passes only where it sits above every one of them on every seed (the paired CI "
+    "decides; see the margin figure). Dashed: chance (1×); dotted, in the seed's colour: that "
+    "seed's ceiling.")
+SECTION = {"title": "Lift beside the controls"}
+SURFACE_NOTE = (
+    "The surface baseline reads only the reply text and the advantage: 1 if the reply contains the "
+    "behavior token × sign(A); on draws it is the behavior flag, i.e. the label. A method that "
+    "does not beat it on the stream has not shown more than text matching of the rewarded behavior "
+    "and fails magnitude_control; on draws it is the label and is only reported.")
+
+
+def _at(f: dict, level: str) -> dict:
+    return f if level == "rollout" else f.get("step") or {}
+
+
+def _lift_panels(seeds: list[str], rows: dict, dots: list[dict], ceiling: dict) -> list[dict]:
+    """The lift tables (`rows`: {level: rows}) and figure (`ceiling`: {level: {seed: lift}})."""
+    title = "{}-level lift (precision@|GT| ÷ chance)"
+    tables = [pr.table(f"lift-{lv}", "lift", title.format(lv.capitalize()),
+                       pr.seed_columns("lift", seeds), rows[lv]) for lv in LEVELS]
+    axes = [pr.axis(LIFT, f"{lv} level", [pr.line(1.0), *(pr.line(c, "dotted", s)
+                                                           for s, c in ceiling[lv].items())])
+            for lv in LEVELS]
+    figure = pr.dots("lift", "lift", "Lift per estimator and seed, beside the controls",
+                     LIFT_CAPTION, axes, dots, wide=True, band_label="target-free controls",
+                     legend="upper left")
+    return [*tables, figure]
+
+
+def present(rec: dict) -> dict:
+    """The estimator's lift per seed at both levels: a row of each lift table, a figure category."""
+    per = pr.per_seed(rec)
+    if not per:
+        return {}
+    seeds = list(per)
+    lift = {lv: {s: _at(per[s], lv).get("lift") for s in seeds} for lv in LEVELS}
+    rows = {lv: [[pr.estimator_label(rec), *map(pr.cell, lift[lv].values())]] for lv in LEVELS}
+    dot = pr.dot_row(rec["estimator"],
+                     [{s: pr.point(v) for s, v in lift[lv].items()} for lv in LEVELS])
+    ceiling = {lv: {s: _at(per[s], lv).get("ceiling_lift") for s in seeds} for lv in LEVELS}
+    return pr.presentation(*_lift_panels(seeds, rows, [dot], ceiling), sections={"lift": SECTION})
+
+
+def present_controls(baselines: dict) -> dict:
+    """The scorecard's own presentation (of `controls.baselines`): the rows of the controls, the
+    surface baseline, chance and the ceiling in the lift tables and figure — shown even where no
+    estimator was judged — and the section's note, which says what each control is."""
+    baselines = clean(baselines)  # the JSON's form: seeds as strings, NaN as None
+    base = baselines.get("per_seed") or {}
+    seeds = list(base)
+    if not seeds:
+        return {}
+    get = lambda s, lv, *keys: pr.dig(base[s].get(lv), *keys)  # noqa: E731
+    names = [*baselines.get("controls", {}), controls.SURFACE]
+    shown = {n: "surface baseline" if n == controls.SURFACE else f"control: {n}" for n in names}
+    drawn = {n: "surface baseline" if n == controls.SURFACE else f"{n} (control)" for n in names}
+    rows = {lv: [[shown[n], *(pr.cell(get(s, lv, n, "lift")) for s in seeds)] for n in names]
+            + [["chance (precision)", *(pr.cell(get(s, lv, "chance")) for s in seeds)],
+               ["ceiling (lift)", *(pr.cell(get(s, lv, "ceiling_lift")) for s in seeds)]]
+            for lv in LEVELS}
+    dots = [pr.dot_row(drawn[n], [{s: pr.point(get(s, lv, n, "lift")) for s in seeds}
+                                  for lv in LEVELS], band=True) for n in names]
+    ceiling = {lv: {s: get(s, lv, "ceiling_lift") for s in seeds} for lv in LEVELS}
+    note = "; ".join(f"{n} = {c.get('rollout')} (step: {c.get('step')})"
+                     for n, c in (baselines.get("controls") or {}).items())
+    section = {**SECTION, "note": f"Controls: {note}. {SURFACE_NOTE}"}
+    return pr.presentation(*_lift_panels(seeds, rows, dots, ceiling), sections={"lift": section})
+
+
+ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P1", headline=HEADLINE, present=present)

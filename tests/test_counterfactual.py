@@ -4,7 +4,6 @@ Replay-building tests use the session's smoke artifacts (marked `train` by conft
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -310,59 +309,17 @@ def test_counterfactual_discriminates(smoke_evidence):
     assert all(f["diff_ci"]["norm_only"] == [0.0, 0.0] for f in norm.figures["per_seed"].values())
 
 
-def test_scorecard_markdown_has_the_lds_table():
-    from bt_core.reporting.render import lds_table
+def test_the_items_lds_table_row_and_shared_rows():
+    from behaviortrace.checklist import counterfactual as cf
+
+    from bt_core.reporting.present import table_rows
 
     f = {"lds": 0.5, "ci": [0.2, 0.7], "baselines_lds": {"advantage": 0.1, "surface": 0.3},
          "baselines_ci": {"advantage": [0.0, 0.2], "surface": [0.1, 0.4]}, "ceiling": 0.4}
     rec = {"item": "counterfactual", "estimator": "x", "status": "pass", "figures": {"per_seed": {"0": f}},
            "estimator_spec": {"name": "x"}}
-    h, rows = lds_table({"records": [rec]})
-    assert h == ["LDS [95% CI]", "seed 0"]
+    table = next(p for p in cf.present(rec)["panels"] if p["kind"] == "table")
+    rows = table_rows(table)
+    assert table["columns"] == ["LDS [95% CI]", "seed 0"]
     assert [r[0] for r in rows][1:] == ["control: advantage", "surface baseline", "ceiling (step-count datamodel)"]
     assert rows[0][1].startswith("0.5") and rows[-1][1].startswith("0.4")
-    f.update(share=0.6, ceiling=0.8, ceiling_features="metagrad's LDS on the same subsets")
-    h, rows = lds_table({"records": [rec]})
-    assert rows[0][1].endswith("(60%)") and rows[-1][0] == "ceiling (metagrad's LDS on the same subsets)"
-
-
-def test_parallel_build_spreads_one_seeds_replays_over_the_workers(tmp_path):
-    """`build_all` with 2 workers and one seed: the replays go out in chunks to both processes, each is built
-    once, and every replay's figures equal a serial build's (one torch thread per process either way)."""
-    from bt_core.artifacts.store import ArtifactStore
-    from bt_core.config import get_scale
-    from bt_core.pipeline import build_all
-
-    s = get_scale("smoke")
-    par = build_all(ArtifactStore(tmp_path / "par"), s.run, s.sketch, s.draws, [0], workers=2,
-                    counterfactual=s.counterfactual)[0]
-    builds = [json.loads(line) for line in (tmp_path / "par" / "builds.jsonl").read_text().splitlines()]
-    replays = [b for b in builds if b["kind"] == "replays"]
-    assert len(replays) == len({b["key"] for b in replays}) == len(par.replays.by_name)
-    assert len({b["pid"] for b in replays}) == 2
-    ser = build_all(ArtifactStore(tmp_path / "ser"), s.run, s.sketch, s.draws, [0], workers=1,
-                    counterfactual=s.counterfactual)[0]
-    assert list(par.replays.by_name) == list(ser.replays.by_name)
-    for name in par.replays.by_name:
-        figures = [(a.replays[name].path / "replay.json").read_text() for a in (par, ser)]
-        assert figures[0] == figures[1]
-
-
-def test_headroom_and_the_replays_judge_the_same_trained_window(smoke_evidence):
-    """One trained window: headroom's is the replays' (`window.npy`, where the LDS subsets come from), and
-    it selects the steps of the reference's rule, ‖e‖ > 1e-6 × the median nonzero step norm before the
-    cutoff (PAPER_NOTES "Metrics"), read from the sketched exact step gradients."""
-    from behaviortrace.checklist import headroom
-
-    for seed, a in smoke_evidence.artifacts.items():
-        w = headroom.trained_window(smoke_evidence, seed)
-        assert w.any() and np.array_equal(w, np.asarray(a.replays.window, bool))
-        norms, steps = np.asarray(a.sketches.step_norm, float), np.asarray(a.sketches.steps)
-        nz = norms[norms > 0]
-        live = steps[norms > 1e-6 * np.median(nz)]
-        step = np.asarray(a.run.rollouts.step)
-        assert np.array_equal(w, np.isin(step, live) & (step < a.run.config.task.cutoff_step)), seed
-        # the step rules agree on every sketched step, the cutoff aside: the smoke runs have flat steps
-        # (all advantages 0; after the cutoff here), so this compares them where they could differ
-        flat = np.setdiff1d(steps, step[np.asarray(a.run.rollouts.advantage) != 0])
-        assert flat.size and np.array_equal(np.setdiff1d(steps, live), flat), seed

@@ -12,6 +12,8 @@ import subprocess
 from html.parser import HTMLParser
 
 import pytest
+from behaviortrace.checklist import ITEMS
+from behaviortrace.checklist.magnitude_control import present_controls
 
 from bt_core.reporting import figures
 from bt_core.reporting.page import STATUS_CLASS
@@ -20,7 +22,8 @@ from bt_core.reporting.render import TERMINAL_WIDTH, render_all, render_markdown
 SEEDS = ["0", "1", "2"]
 PLUGIN = "my_plugin_method_with_a_long_name"
 SECTIONS = {"summary", "best", "verdict-grid", "verdicts", "setup-validity", "setup", "margins", "lift", "auc",
-            "lds", "lds-table", "reasons", "provenance"}
+            "lds", "table-lds", "table-lift-rollout", "table-lift-step", "table-auc", "fig-lift",
+            "fig-auc", "fig-lds", "reasons", "provenance"}
 
 
 def _margin(values, versus, status):
@@ -71,10 +74,16 @@ def _data(extra_items: int = 0) -> dict:
                      **{c: {"precision": 0.5, "lift": 5.0} for c in ("advantage", "norm_only", "surface")}}
                 for lv in ("rollout", "step")} | {"draws": {"0": {"norm_only": 0.5, "surface": 1.0}}}
             for s in SEEDS}
+    controls = {"advantage": {"rollout": "A", "step": "Σ|A|"},
+                "norm_only": {"rollout": "|A|·‖e‖", "step": "‖∇L_s‖"}}
+    baselines = {"controls": controls, "per_seed": base}
+    present = {i.name: i.present for i in ITEMS}
+    for r in setup + recs:  # what the suite writes: each item's presentation (`Item.judge`)
+        hook = present.get(r["item"])
+        r["presentation"] = hook(r) if hook else {}
     return {"schema": "behaviortrace.scorecard/1", "scale": "smoke", "seeds": [0, 1, 2], "config_hash": "x",
-            "git_commit": "y", "created": "now", "records": setup + recs,
-            "baselines": {"controls": {"advantage": {"rollout": "A", "step": "Σ|A|"},
-                                       "norm_only": {"rollout": "|A|·‖e‖", "step": "‖∇L_s‖"}}, "per_seed": base}}
+            "git_commit": "y", "created": "now", "records": setup + recs, "baselines": baselines,
+            "presentation": present_controls(baselines)}
 
 
 class DOM(HTMLParser):
@@ -185,8 +194,8 @@ def test_the_browser_builds_the_same_dom(tmp_path):
 def test_the_lift_figure_draws_the_controls_that_decide_magnitude(tmp_path, monkeypatch):
     drawn = {}
     monkeypatch.setattr(figures, "save", lambda fig, path: drawn.setdefault(path.name, fig) and path)
-    f = figures.lift_figure(_data(), tmp_path)
-    assert f is not None and f.section == "lift"
+    f = next(f for f in figures.render(_data(), tmp_path) if f.path.name == "lift.png")
+    assert f.section == "lift"
     labels = [t.get_text() for t in drawn["lift.png"].axes[0].get_xticklabels()]
     assert {"advantage (control)", "norm_only (control)", "surface baseline"} <= set(labels)
     assert PLUGIN[:15] in " ".join(labels)
@@ -232,12 +241,14 @@ def test_a_scorecard_judged_on_the_smoke_fixtures_renders(smoke_evidence, tmp_pa
 
     plugin = EstimatorSpec("plugin_advantage", Advantage, ("rollout",), "path:test_render:Advantage", "", ("weight",))
     ev = smoke_evidence
-    card = Scorecard({"scale": "smoke", "seeds": ev.seeds, "baselines": baselines(ev)})
+    base = baselines(ev)
+    card = Scorecard({"scale": "smoke", "seeds": ev.seeds, "baselines": base,
+                      "presentation": present_controls(base)})
     for item in SETUP_ITEMS:
-        card.add(item.evaluate(ev))
+        card.add(item.judge(ev))
     for spec in (plugin, get("norm_only"), get("oracle")):
         for item in ESTIMATOR_ITEMS:
-            card.add(item.evaluate(spec, ev))
+            card.add(item.judge(spec, ev))
     out = render_all(card.write_json(tmp_path / "scorecard.json"))
     data = json.loads(out["json"].read_text())
     recs = [r for r in data["records"] if r["estimator"] != "setup"]
@@ -246,7 +257,8 @@ def test_a_scorecard_judged_on_the_smoke_fixtures_renders(smoke_evidence, tmp_pa
         for m in (r["margin"] or {}).get("per_seed", {}).values():
             assert m["versus"] is None or isinstance(m["versus"], str)
     d = _dom(out["html"].read_text())
-    assert len(d.cells) == len(recs) and {"summary", "verdicts", "margins", "lds"} <= d.ids
+    assert len(d.cells) == len(recs)
+    assert {"summary", "verdicts", "margins", "lds", "lift", "auc"} <= d.ids
     for c in d.cells:
         assert len(set(c["class"]) & set(STATUS_CLASS.values())) == 1
     text = render_terminal(data)

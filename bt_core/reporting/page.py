@@ -1,7 +1,8 @@
 """The scorecard as one self-contained HTML page (no JavaScript, no download): a summary first, the
 verdict grid coloured by status with each cell's one-line why and its full reason one click away (a
-<details> that opens in place), the figures with captions, the tables (lift, AUC, LDS), every reason and
-the provenance. It renders whatever rows each item writes; it reads only the scorecard JSON.
+<details> that opens in place), the margin figures, then each section the items' presentations hold
+(`present`: their figures with captions, their tables, the section's note), every reason and the
+provenance. It renders whatever rows each item writes; it reads only the scorecard JSON.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ from html import escape
 
 from tabulate import tabulate
 
-from bt_core.reporting import summary
+from bt_core.reporting import present, summary
 from bt_core.reporting.margins import MARGIN_INTRO
-from bt_core.reporting.tables import SURFACE_NOTE, _controls_line, auc_table, lds_table, lift_table
 
 STATUS_CLASS = {"pass": "st-pass", "fail": "st-fail", "invalid-setup": "st-invalid"}
-SECTIONS = {"margins": "Margins over the deciding control", "lift": "Lift beside the controls",
-            "auc": "Fluency control (AUC)", "lds": "Counterfactual LDS", "setup": "Setup figures"}
+MARGINS = "Margins over the deciding control"
+NOT_PROVENANCE = ("records", "comparison", "baselines", "presentation")  # shown elsewhere
+# the page's own ids: an item's section of the same key gets "section-<key>" instead
+RESERVED = {"summary", "best", "verdict-grid", "verdicts", "setup-validity", "setup", "margins",
+            "reasons", "provenance"}
 
 CSS = """
 :root{--pass:#1a7f37;--pass-bg:#dafbe1;--fail:#b42318;--fail-bg:#fee4e2;--inv:#8a6d00;--inv-bg:#fff4cc;
@@ -155,53 +158,62 @@ def _setup_table(data: dict) -> str:
             f"<th>verdict (click for the evidence)</th><th>verdicts held back</th></tr>{rows}</table>")
 
 
-def _table(headers, rows, tid: str) -> str:
-    return tabulate(rows, headers=headers, tablefmt="unsafehtml").replace("<table>", f'<table id="{tid}">', 1) \
-        if rows else ""
+def _table(panel: dict) -> str:
+    rows = [[escape(str(c)) for c in row] for row in present.table_rows(panel)]
+    html = tabulate(rows, headers=[escape(c) for c in panel["columns"]], tablefmt="unsafehtml")
+    return (f"<div><h3>{escape(panel['title'])}</h3>"
+            + html.replace("<table>", f'<table id="table-{escape(panel["key"])}">', 1) + "</div>")
 
 
-def _figures(figs, section: str, grid: bool = True) -> str:
+def _figures(figs, section: str, grid: bool = True, wide: frozenset = frozenset()) -> str:
     out = []
     for f in (x for x in figs if x.section == section):
         b64 = base64.b64encode(f.path.read_bytes()).decode()
-        wide = ' class="wide"' if section in ("lift", "auc") else ""
-        out.append(f'<figure{wide} id="fig-{escape(f.path.stem)}"><img alt="{escape(f.title)}" '
+        cls = ' class="wide"' if f.path.stem in wide else ""
+        out.append(f'<figure{cls} id="fig-{escape(f.path.stem)}"><img alt="{escape(f.title)}" '
                    f'src="data:image/png;base64,{b64}"><figcaption><b>{escape(f.title)}</b>{escape(f.caption)}'
                    "</figcaption></figure>")
     return (f'<div class="figs">{"".join(out)}</div>' if grid else "".join(out)) if out else ""
 
 
+def item_section(sec: present.Section, figures: list) -> str:
+    """One section of the items' presentations: a lone narrow figure beside the tables; else the
+    figures (wide ones across the page), then the tables side by side; then the section's note."""
+    wide = frozenset(p["key"] for p in sec.of("dots") if p.get("wide"))
+    tables = "".join(_table(p) for p in sec.of("table"))
+    note = f"<p class=meta>{escape(sec.note)}</p>" if sec.note else ""
+    if len(sec.of("dots")) == 1 and not wide and tables:
+        body = (f'<div class="figs">{_figures(figures, sec.key, grid=False)}<div>{tables}</div>'
+                "</div>")
+    else:
+        body = _figures(figures, sec.key, wide=wide)
+        body += f'<div class="tables">{tables}</div>' if tables else ""
+    sid = f"section-{sec.key}" if sec.key in RESERVED else sec.key
+    return f'<section id="{escape(sid)}"><h2>{escape(sec.title)}</h2>{body}{note}</section>'
+
+
 def render_html(data: dict, figures: list) -> str:
     """One self-contained page; `figures` are `figures.Figure`s (embedded as data URIs)."""
-    esc = lambda t: [[escape(str(c)) for c in row] for row in t]  # noqa: E731
+    sections = present.collect(data)
+    setup_sec = next((s for s in sections if s.key == present.SETUP_SECTION), None)
     body = [f"<h1>BehaviorTrace scorecard <span class=meta>({escape(str(data.get('scale')))} scale)</span></h1>",
             f"<p class=meta>seeds {escape(str(data.get('seeds')))} · config "
             f"<code>{escape(str(data.get('config_hash')))}</code> · commit "
             f"<code>{escape(str(data.get('git_commit')))}</code> · {escape(str(data.get('created')))}</p>",
-            summary_section(data)]
+            summary_section(data),
+            f'<section id="verdict-grid"><h2>Verdicts</h2>{verdict_grid(data)}</section>']
     if summary.setup_records(data):
-        setup = (f'<section id="setup-validity"><h2>Setup validity</h2><div class="figs"><div>{_setup_table(data)}'
-                 f'</div>{_figures(figures, "setup", grid=False)}</div></section>')
-    body.append(f'<section id="verdict-grid"><h2>Verdicts</h2>{verdict_grid(data)}</section>')
-    if summary.setup_records(data):
-        body.append(setup)
-    body.append(f'<section id="margins"><h2>{SECTIONS["margins"]}</h2><p>{escape(MARGIN_INTRO)}</p>'
+        tables = "".join(_table(p) for p in setup_sec.of("table")) if setup_sec else ""
+        figs = _figures(figures, present.SETUP_SECTION, grid=False)
+        body.append(f'<section id="setup-validity"><h2>Setup validity</h2><div class="figs"><div>'
+                    f"{_setup_table(data)}</div>{figs}</div>{tables}</section>")
+    body.append(f'<section id="margins"><h2>{MARGINS}</h2><p>{escape(MARGIN_INTRO)}</p>'
                 f'{_figures(figures, "margins")}</section>')
-    lifts = "".join(f"<div><h3>{lv} level</h3>{_table(h, esc(rows), f'lift-{lv}')}</div>"
-                    for lv in ("rollout", "step") for h, rows in [lift_table(data, lv)] if rows)
-    note = (f"<p class=meta>Controls: {escape(_controls_line(data))}. {escape(SURFACE_NOTE)}</p>"
-            if data.get("baselines") else "")
-    body.append(f'<section id="lift"><h2>{SECTIONS["lift"]}</h2>{_figures(figures, "lift")}'
-                f'<div class="tables">{lifts}</div>{note}</section>')
-    h, rows = auc_table(data)
-    body.append(f'<section id="auc"><h2>{SECTIONS["auc"]}</h2>{_figures(figures, "auc")}'
-                f'{_table(h, esc(rows), "auc-table")}</section>')
-    h, rows = lds_table(data)
-    lds = _table(h, esc(rows), "lds-table") or "<p>No LDS figures on this scorecard.</p>"
-    body.append(f'<section id="lds"><h2>{SECTIONS["lds"]}</h2><div class="figs">{_figures(figures, "lds", grid=False)}'
-                f"<div>{lds}</div></div></section>")
+    body += [item_section(s, figures) for s in sections if s is not setup_sec]
+    if present.predates(data):
+        body.append(f'<section id="presentations"><p>{escape(present.OLD_SCORECARD)}</p></section>')
     body.append(_reasons(data))
-    meta = {k: v for k, v in data.items() if k not in ("records", "comparison", "baselines")}
+    meta = {k: v for k, v in data.items() if k not in NOT_PROVENANCE}
     body.append(f'<section id="provenance"><h2>Provenance</h2><details><summary>scale, seeds, config hash, artifact '
                 f"keys, versions (click)</summary><pre>{escape(json.dumps(meta, indent=1))}</pre></details></section>")
     return ("<!doctype html><html lang=en><head><meta charset='utf-8'><title>BehaviorTrace scorecard</title>"

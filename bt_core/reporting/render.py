@@ -12,17 +12,12 @@ from pathlib import Path
 from tabulate import tabulate
 
 from bt_core.atomic import write_text_atomic
-from bt_core.reporting import summary
+from bt_core.reporting import present, summary
+from bt_core.reporting.page import NOT_PROVENANCE
 from bt_core.reporting.scorecard import load
 from bt_core.reporting.tables import (  # noqa: F401 — re-exported: the tables' long-standing home
     LABEL_MARK,
-    SURFACE_NOTE,
-    _controls_line,
-    auc_table,
-    baseline_table,
     label,
-    lds_table,
-    lift_table,
     matrix,
     setup_rows,
     status_cell,
@@ -107,8 +102,8 @@ def best_lines(data: dict) -> list[str]:
 
 def render_terminal(data: dict) -> str:
     """What the terminal shows: the summary, the setup items, the verdict grid, the best method per item,
-    each method's why per item, and the lift of every estimator beside the controls — every table within
-    `TERMINAL_WIDTH` columns."""
+    each method's why per item, and the items' own tables (`present`) that they mark for the
+    terminal — every table within `TERMINAL_WIDTH` columns."""
     parts = ["\n".join(textwrap.fill(line, TERMINAL_WIDTH, subsequent_indent="  ")
                        for line in summary.headline(data))]
     setup, held = summary.setup_records(data), summary.gated(data)
@@ -122,14 +117,37 @@ def render_terminal(data: dict) -> str:
         lines = why_lines(data)
         if lines:
             parts.append("why, per method (full reasons in the scorecard's .md and .html)\n" + "\n".join(lines))
-    for level in ("rollout", "step"):
-        h, rows = lift_table(data, level)
-        if not rows:
-            h, rows = baseline_table(data, level)
-        if rows:
-            parts += fit([f"{level} lift" if i == 0 else x for i, x in enumerate(h)], rows, fixed=1,
-                         disable_numparse=True)
+    for sec in present.collect(data):
+        for p in sec.of("table"):
+            if p.get("terminal", True):
+                tables = fit(p["columns"], present.table_rows(p), fixed=1, disable_numparse=True)
+                parts += [p["title"] + "\n" + tables[0], *tables[1:]]
+    if present.predates(data):
+        parts.append(textwrap.fill(present.OLD_SCORECARD, TERMINAL_WIDTH))
     return "\n\n".join(parts)
+
+
+def _md(rows: list[list[str]]) -> list[list[str]]:
+    """Cells with their pipes escaped ("|GT|" would split a Markdown cell)."""
+    return [[str(c).replace("|", "\\|") for c in r] for r in rows]
+
+
+def markdown_sections(data: dict) -> list[str]:
+    """The items' own tables (`present`) under their sections, each section's note after them."""
+    out = []
+    for sec in present.collect(data):
+        tables = sec.of("table")
+        if not tables:
+            continue
+        out += [f"## {sec.title}", ""]
+        for p in tables:
+            table = tabulate(_md(present.table_rows(p)), headers=p["columns"], tablefmt="github")
+            out += [f"### {p['title']}", "", table, ""]
+        if sec.note:
+            out += [sec.note, ""]
+    if present.predates(data):
+        out += [present.OLD_SCORECARD, ""]
+    return out
 
 
 def render_markdown(data: dict) -> str:
@@ -140,31 +158,16 @@ def render_markdown(data: dict) -> str:
     best = [[i, r["estimator"] if r else "—", f"{cell_code(r)}: {summary.short(r)}" if r else "no method was run"]
             for i, r in summary.best(data).items()]
     if best:
-        out += ["## Best method per item", "", tabulate([[c.replace("|", "\\|") for c in r] for r in best],
-                                                        headers=["item", "best method", "verdict: why"],
-                                                        tablefmt="github"), ""]
+        out += ["## Best method per item", "",
+                tabulate(_md(best), headers=["item", "best method", "verdict: why"],
+                         tablefmt="github"), ""]
     if setup_rows(data):
-        md_rows = [[c.replace("|", "\\|") for c in r] for r in setup_rows(data, 400)]  # "|GT|" splits a cell
-        out += ["## Setup validity", "", tabulate(md_rows, headers=["item", "status", "evidence"],
-                                                  tablefmt="github"), ""]
+        out += ["## Setup validity", "",
+                tabulate(_md(setup_rows(data, 400)), headers=["item", "status", "evidence"],
+                         tablefmt="github"), ""]
     headers, rows = matrix(data, why=True)
-    out += ["## Verdicts", "", tabulate([[c.replace("|", "\\|") for c in r] for r in rows], headers=headers,
-                                        tablefmt="github"), ""]
-    for level in ("rollout", "step"):
-        h, rows = lift_table(data, level)
-        if rows:
-            out += [f"## {level.capitalize()}-level lift (precision@|GT| ÷ chance)", "",
-                    tabulate(rows, headers=h, tablefmt="github"), ""]
-    if data.get("baselines"):
-        out += [f"Controls: {_controls_line(data)}. {SURFACE_NOTE}", ""]
-    h, rows = auc_table(data)
-    if rows:
-        out += ["## Fluency-residualized within-group AUC (draw 0, saturated checkpoint)", "",
-                tabulate(rows, headers=h, tablefmt="github"), ""]
-    h, rows = lds_table(data)
-    if rows:
-        out += ["## Counterfactual LDS (Spearman of summed scores vs replayed ΔNLL over removed subsets)", "",
-                tabulate(rows, headers=h, tablefmt="github"), ""]
+    out += ["## Verdicts", "", tabulate(_md(rows), headers=headers, tablefmt="github"), ""]
+    out += markdown_sections(data)
     out += ["## Reasons", ""]
     for r in data["records"]:  # a long reason as one line per seed (reasons ran to 1,400 characters)
         head, parts = summary.reason_parts(r["reason"])
@@ -174,7 +177,7 @@ def render_markdown(data: dict) -> str:
         out += ["", "## Comparison with the baseline", "",
                 f"baseline `{cmp['baseline']}`, tolerance {cmp['tolerance']}",
                 ""] + [f"- {x}" for x in cmp["regressions"] or ["no regression"]]
-    meta = {k: v for k, v in data.items() if k not in ("records", "comparison", "baselines")}
+    meta = {k: v for k, v in data.items() if k not in NOT_PROVENANCE}
     out += ["", "## Provenance", "", "```json", json.dumps(meta, indent=1), "```", ""]
     return "\n".join(out)
 

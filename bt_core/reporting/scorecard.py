@@ -62,6 +62,9 @@ class Verdict:
            "pooled": {...same keys, across seeds...}}            # optional
 
       A seed clears the bar when its CI's lower end (its value, where there is no CI) exceeds `bar`.
+
+    ``presentation`` holds the display-ready rows the item writes for its record (tables, figures;
+    the schema is `bt_core.reporting.present`): the renderings show them without knowing the item.
     """
 
     item: str
@@ -72,6 +75,7 @@ class Verdict:
     estimator_spec: dict[str, Any] = field(default_factory=dict)  # name, params, origin
     short: str = ""  # one line for a grid cell: what decided it ("loses to advantage (step) by 0.43")
     margin: dict[str, Any] = field(default_factory=dict)  # the deciding comparison per seed (see `Verdict`)
+    presentation: dict[str, Any] = field(default_factory=dict)  # its rows (`reporting.present`)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
