@@ -56,13 +56,35 @@ def trak_primal(problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int
     return out
 
 
-def trak_dual(problem, targets: np.ndarray, lam_scale: float = 0.1) -> np.ndarray:
-    """(ΦΦᵀ + λI)⁻¹ Φ T with the n × n Gram (for n ≤ k); `targets` (C, k) → (n_units, C)."""
+def gram_of(problem, chunk: int = 1024) -> tuple[np.ndarray, float]:
+    """ΦΦᵀ (n_units, n_units) and ‖Φ‖²_F, built from row blocks of Φ: two (chunk, k) float64 blocks are held
+    at a time, never the (n_units, k) float64 copy of the embeddings (1 GB for a default stream seed). Each
+    off-diagonal block is computed once and mirrored, so the result is exactly symmetric."""
+    n = problem.emb.shape[0]
+    gram, fro2 = np.empty((n, n)), 0.0
+    for lo in range(0, n, chunk):
+        hi = min(lo + chunk, n)
+        a = _rows(problem, lo, hi)
+        fro2 += float(np.einsum("ij,ij->", a, a))
+        gram[lo:hi, lo:hi] = a @ a.T
+        for lo2 in range(hi, n, chunk):
+            hi2 = min(lo2 + chunk, n)
+            blk = a @ _rows(problem, lo2, hi2).T
+            gram[lo:hi, lo2:hi2], gram[lo2:hi2, lo:hi] = blk, blk.T
+    return gram, fro2
+
+
+def trak_dual(problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int = 1024) -> np.ndarray:
+    """(ΦΦᵀ + λI)⁻¹ Φ T with the n × n Gram (for n ≤ k); `targets` (C, k) → (n_units, C). Memory: the Gram
+    and two row blocks of Φ (`gram_of`); the solve works in the Gram's own buffer."""
     n, k = problem.emb.shape
-    phi = _rows(problem, 0, n)
-    gram = phi @ phi.T
-    gram[np.diag_indices(n)] += _lam(float(np.einsum("ij,ij->", phi, phi)), k, lam_scale, problem.name)
-    return scipy.linalg.solve(gram, phi @ np.asarray(targets, np.float64).T, assume_a="pos")
+    gram, fro2 = gram_of(problem, chunk)
+    gram[np.diag_indices(n)] += _lam(fro2, k, lam_scale, problem.name)
+    t = np.asarray(targets, np.float64).T
+    rhs = np.concatenate([_rows(problem, lo, min(lo + chunk, n)) @ t for lo in range(0, n, chunk)])
+    # gram is exactly symmetric, so its transpose (Fortran-ordered) is the same matrix and LAPACK factors
+    # it in place instead of copying n² floats first
+    return scipy.linalg.solve(gram.T, rhs, assume_a="pos", overwrite_a=True)
 
 
 @register
