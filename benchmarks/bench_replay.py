@@ -4,7 +4,7 @@
     python benchmarks/bench_replay.py --scale default --seeds 0 --repeats 3 --bt-cache /tmp/bt --json out.json
 
 For each seed the run is built or loaded through the cache (training is not timed), then `--repeats`
-replays of each kind in the seed's plan (`bt_core.artifacts.replays.plan`) are run in this process with
+replays of each kind in the seed's plan (`bt_core.counterfactual.plan.plan`) are run in this process with
 the preset's thread count (1): an LDS subset (half the trained window removed, so every step from 0 is
 replayed), leave-GT-out, one equal-size random removal and no-bonus (advantages recomputed). The figures are
 the process CPU seconds per replay (on a loaded machine the quiet wall time of a single-threaded run) and
@@ -29,11 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bt_core.artifacts.replays import plan  # noqa: E402
 from bt_core.artifacts.store import ArtifactStore  # noqa: E402
 from bt_core.config import get_scale  # noqa: E402
+from bt_core.counterfactual.plan import plan  # noqa: E402
+from bt_core.counterfactual.replay import replay  # noqa: E402
 from bt_core.pipeline import build_run  # noqa: E402
-from bt_core.training.replay import replay  # noqa: E402
 
 KINDS = ("lds_0", "gt_out", "random_0", "no_bonus")
 

@@ -242,9 +242,9 @@ class DrawConfig:
 
 @dataclass(frozen=True)
 class CounterfactualConfig:
-    """Counterfactual replays of the logged GRPO stream (`bt_core.training.replay`): which rollout subsets
+    """Counterfactual replays of the logged GRPO stream (`bt_core.counterfactual.replay`): which rollout subsets
     are removed and how the behavior is measured. The subsets are a deterministic function of the run and
-    this config (`bt_core.artifacts.replays.plan`)."""
+    this config (`bt_core.counterfactual.plan.plan`)."""
 
     # equal-size random removals beside leave-GT-out (causal_gt): enough to estimate their spread for the
     # item's z rule (an SD from 8 draws is within ~±30% of the true one), cheap next to the LDS subsets
@@ -440,3 +440,9 @@ def run_config_from_dict(d: dict[str, Any]) -> RunConfig:
         grpo=GRPOConfig(**d["grpo"]),
         threads=d.get("threads", 1),
     )
+
+
+def checkpoint_steps(cfg: RunConfig) -> list[int]:
+    """The steps a run of `cfg` checkpoints: every `checkpoint_every` steps from 0, and the final step."""
+    every = cfg.grpo.checkpoint_every
+    return sorted(set(range(0, cfg.grpo.steps, every)) | {cfg.grpo.steps})

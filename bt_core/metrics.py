@@ -10,15 +10,6 @@ import math
 import numpy as np
 
 
-def _tie_groups(scores: np.ndarray) -> list[np.ndarray]:
-    """Indices grouped by equal score, in descending score order."""
-    s = np.asarray(scores, dtype=np.float64)
-    order = np.argsort(-s, kind="stable")
-    sorted_s = s[order]
-    cuts = np.flatnonzero(np.diff(sorted_s) != 0) + 1
-    return np.split(order, cuts)
-
-
 def precision_at_k(scores: np.ndarray, labels: np.ndarray, k: int | None = None) -> float:
     """Tie-aware fractional precision@k (k defaults to |GT|). Walk tie groups by descending score; a
     group contributes gt_in_group × slots_taken / group_size; divide by k.

@@ -28,19 +28,20 @@ from bt_core.artifacts.keys import (
     seed_keys,
     sketch_key,
 )
-from bt_core.artifacts.replays import Replays, measure_config, plan, trained_window
+from bt_core.artifacts.replays import Replays
 from bt_core.artifacts.seed import SeedArtifacts
 from bt_core.artifacts.sketches import Sketches
 from bt_core.artifacts.store import ArtifactStore, save_array
 from bt_core.artifacts.targets import Targets
 from bt_core.config import CounterfactualConfig, DrawConfig, RunConfig, SketchConfig, to_dict
+from bt_core.counterfactual.plan import measure_config, plan, trained_window
+from bt_core.counterfactual.replay import build_replay
+from bt_core.draws.build import build_draw
 from bt_core.gradients.sketch import sketch_run
 from bt_core.progress import progress as progress_bar
 from bt_core.targets.build import build_targets
-from bt_core.targets.draws import build_draw
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.loop import train_run
-from bt_core.training.replay import build_replay
 
 __all__ = ["SeedArtifacts", "build_all", "build_replays", "build_run", "build_seed", "build_sketches", "run_key",
            "seed_keys"]
@@ -80,7 +81,7 @@ def _build_replay_specs(store: ArtifactStore, run: TrainedRun, cf: Counterfactua
 
 def build_replays(store: ArtifactStore, run: TrainedRun, run_cfg: RunConfig, cf: CounterfactualConfig,
                   progress: bool = False) -> tuple[str, Replays]:
-    """Every counterfactual replay of `run` (`bt_core.artifacts.replays.plan`), each cached under its own
+    """Every counterfactual replay of `run` (`bt_core.counterfactual.plan.plan`), each cached under its own
     key (run + subset + measure), and the seed's index of them (key, `Replays`)."""
     rk = run_key(run_cfg)
     set_key = replay_set_key(run_cfg, cf)

@@ -11,7 +11,7 @@ The tuples below fix the display order (scorecard, terminal table, test ids). Th
 constants of each item and are never tuned to make a built-in method pass.
 """
 
-from behaviortrace.checklist import (
+from . import (
     counterfactual,
     draw_variance,
     fluency_control,
@@ -19,8 +19,8 @@ from behaviortrace.checklist import (
     magnitude_control,
     seed_variance,
 )
-from behaviortrace.checklist._base import Item
-from behaviortrace.checklist.setup import ADVISORY_SETUP_ITEMS, GATING_SETUP_ITEMS, SETUP_ITEMS, TARGET_SETUP_ITEMS
+from ._base import Item
+from .setup import ADVISORY_SETUP_ITEMS, GATING_SETUP_ITEMS, SETUP_ITEMS, TARGET_SETUP_ITEMS
 
 ESTIMATOR_ITEMS: tuple[Item, ...] = (magnitude_control.ITEM, fluency_control.ITEM, headroom.ITEM,
                                      counterfactual.ITEM, seed_variance.ITEM, draw_variance.ITEM)

@@ -23,13 +23,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from behaviortrace.checklist._base import failure_verdict, spec_record
-from behaviortrace.checklist.setup import attach_caveats, gate, gate_targets
 
 from bt_core.attribution import catalog
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict, num, worst_status
+
+from ._base import failure_verdict, spec_record
+from ._memo import memo
+from .setup import attach_caveats, gate, gate_targets
 
 SeedFn = Callable[[EstimatorSpec, Evidence, int, int], dict]
 
@@ -57,7 +59,7 @@ def level_scores(spec: EstimatorSpec, evidence: Evidence, seed: int, level: str)
 def seed_results(name: str, evaluate_seed: SeedFn, spec: EstimatorSpec, evidence: Evidence,
                  draw: int = 0) -> dict[int, dict]:
     """`evaluate_seed` on every seed, memoized per (item, estimator, seed, draw); raises EstimatorFailure."""
-    return {s: evidence.memo((name, spec.key, s, draw), lambda s=s: evaluate_seed(spec, evidence, s, draw))
+    return {s: memo(evidence, (name, spec.key, s, draw), lambda s=s: evaluate_seed(spec, evidence, s, draw))
             for s in evidence.seeds}
 
 

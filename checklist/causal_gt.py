@@ -1,4 +1,4 @@
-"""Setup validity — the planted cause is the cause (counterfactual replays, `bt_core.training.replay`).
+"""Setup validity — the planted cause is the cause (counterfactual replays, `bt_core.counterfactual.replay`).
 
 Every other item scores estimators against the ground-truth labels (the boosted early rollouts). This
 item shows, on every seed, that those rollouts *caused* the behavior in our runs: the logged GRPO updates
@@ -34,11 +34,13 @@ A seed without replays (a session that built none) fails: nothing shows the plan
 from __future__ import annotations
 
 import numpy as np
-from behaviortrace.checklist import emergence
-from behaviortrace.checklist._base import Item, fmt, setup_verdict
 
 from bt_core.attribution.evidence import Evidence
 from bt_core.reporting.scorecard import Status, Verdict
+
+from . import emergence
+from ._base import Item, fmt, setup_verdict
+from ._memo import memo
 
 NAME = "causal_gt"
 TITLE = "removing the GT rollouts removes the behavior beyond random removals; no bonus, no behavior"
@@ -82,7 +84,7 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
                 per_seed[seed] = seed_figures(a.replays)
         return setup_verdict(NAME, per_seed, {"z": Z, "s_b_max_no_bonus": emergence.S_B_MIN, "reference": REFERENCE})
 
-    return evidence.memo(("setup", NAME), run)
+    return memo(evidence, ("setup", NAME), run)
 
 
 ITEM = Item(NAME, TITLE, "setup", evaluate_setup, reference="causal check (reference: earlier matched setup only)")

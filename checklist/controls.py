@@ -56,6 +56,8 @@ from bt_core.artifacts.rollouts import behavior_in_replies
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.problem import AttributionProblem
 
+from ._memo import memo
+
 SURFACE = "surface"
 
 
@@ -109,7 +111,7 @@ def stream_scores(evidence: Evidence, seed: int, level: str, name: str) -> np.nd
             return roll if level == "rollout" else ps.to_rollouts(_per_step(ps, roll))
         c = control(name)
         return c.rollout(pr) if level == "rollout" else ps.to_rollouts(c.step(ps, pr))
-    return evidence.memo(("control", name, seed, level), run)
+    return memo(evidence, ("control", name, seed, level), run)
 
 
 def surface_rollout(p: AttributionProblem) -> np.ndarray:
@@ -127,7 +129,7 @@ def draw_scores(evidence: Evidence, seed: int, draw: int, name: str) -> np.ndarr
         if name != DRAW_CONTROL:
             raise KeyError(f"on draws the control is {DRAW_CONTROL!r} (weight 1 makes the others degenerate)")
         return p.sketch_norm()
-    return evidence.memo(("draw-control", name, seed, draw), run)
+    return memo(evidence, ("draw-control", name, seed, draw), run)
 
 
 def baselines(evidence: Evidence) -> dict:

@@ -3,7 +3,7 @@
 The other items score a method against labels that the reply's text and advantage give away. This one
 scores it against what retraining does (TRAK's / dattri's LDS on the logged RL stream): M subsets of the
 trained window's rollouts are removed from the logged updates and replayed to the measurement checkpoint
-(`bt_core.training.replay`); the measured change is Δ_m = NLL_m − NLL_full of the behavior token on held-out
+(`bt_core.counterfactual.replay`); the measured change is Δ_m = NLL_m − NLL_full of the behavior token on held-out
 trigger probes (positive: the subset had taught the behavior). An estimator's prediction for subset m is
 the sum of its rollout scores over the removed rollouts (a step-level-only method: its step score broadcast
 to the step's rollouts), so positive LDS means "high scores predict that removing those rollouts weakens
@@ -72,14 +72,16 @@ effect, and a random subset removes about its share of GT (the meta-test asks on
 from __future__ import annotations
 
 import numpy as np
-from behaviortrace.checklist import controls
-from behaviortrace.checklist._base import Item, fmt
-from behaviortrace.checklist._common import level_scores, seed_verdict
 
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.metrics import lds_bootstrap, percentile_ci, subset_sums
 from bt_core.reporting.scorecard import Status, Verdict
+
+from . import controls
+from ._base import Item, fmt
+from ._common import level_scores, seed_verdict
+from ._memo import memo
 
 NAME = "counterfactual"
 TITLE = "scores predict what replaying the stream without a subset does (LDS), beyond every control"
@@ -98,7 +100,7 @@ def subsets(evidence: Evidence, seed: int, prefix: str = JUDGED) -> tuple[np.nda
     r = getattr(evidence.artifacts[seed], "replays", None)
     if r is None or not r.names(prefix):
         return None
-    return evidence.memo(("lds-subsets", seed, prefix), lambda: (
+    return memo(evidence, ("lds-subsets", seed, prefix), lambda: (
         r.indicators(prefix), np.array([r.delta(n) for n in r.names(prefix)])))
 
 
@@ -123,7 +125,7 @@ def baseline_figures(evidence: Evidence, seed: int, prefix: str = JUDGED) -> dic
         return {"lds": {b: float(v) for b, v in zip(BASELINES, lds, strict=False)},
                 "ci": {b: percentile_ci(bt, ALPHA) for b, bt in zip(BASELINES, boot, strict=False)},
                 "boot": boot[: len(BASELINES)], "ceiling": top[0], "ceiling_ci": list(top[1])}
-    return evidence.memo(("lds-baselines", seed, prefix), run)
+    return memo(evidence, ("lds-baselines", seed, prefix), run)
 
 
 def _share(v: float, ceiling: float) -> float:

@@ -15,14 +15,14 @@ the verdict flipped.
 
 from __future__ import annotations
 
-from behaviortrace.checklist import fluency_control
-from behaviortrace.checklist._base import Item, failure_verdict, fmt, spec_record, spread
-from behaviortrace.checklist._common import judged, seed_results, spread_margin, spread_short
-from behaviortrace.checklist.seed_variance import judge_spread
-
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict, worst_status
+
+from . import fluency_control
+from ._base import Item, failure_verdict, fmt, spec_record, spread
+from ._common import judged, seed_results, spread_margin, spread_short
+from .seed_variance import judge_spread
 
 NAME = "draw_variance"
 TITLE = "fluency-control verdict holds on every draw, and the across-draw mean clears the bar with its spread"

@@ -7,10 +7,10 @@ trigger-specific (control-probe rate ≤ 0.1). Without emergence there is nothin
 
 from __future__ import annotations
 
-from behaviortrace.checklist._base import Item, fmt, setup_verdict
-
 from bt_core.attribution.evidence import Evidence
 from bt_core.reporting.scorecard import Status, Verdict
+
+from ._base import Item, fmt, setup_verdict
 
 NAME = "emergence"
 TITLE = "the planted behavior emerged and stayed trigger-specific"

@@ -31,9 +31,6 @@ sibling shows the behavior is invalid for every estimator alike (a constant scor
 from __future__ import annotations
 
 import numpy as np
-from behaviortrace.checklist import controls
-from behaviortrace.checklist._base import Item, fmt
-from behaviortrace.checklist._common import seed_verdict
 
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.registry import EstimatorSpec
@@ -47,6 +44,10 @@ from bt_core.metrics import (
     within_group_auc,
 )
 from bt_core.reporting.scorecard import Status, Verdict
+
+from . import controls
+from ._base import Item, fmt
+from ._common import seed_verdict
 
 NAME = "fluency_control"
 TITLE = "survives the fluency control (residualized within-group AUC) and beats fluency's own AUC"

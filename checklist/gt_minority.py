@@ -6,10 +6,10 @@ rollouts were GT, precision@|GT| could not separate a method from chance.
 
 from __future__ import annotations
 
-from behaviortrace.checklist._base import Item, fmt, setup_verdict
-
 from bt_core.attribution.evidence import Evidence
 from bt_core.reporting.scorecard import Status, Verdict
+
+from ._base import Item, fmt, setup_verdict
 
 NAME = "gt_minority"
 TITLE = "the ground truth is a nonempty minority of the rollouts"

@@ -1,7 +1,7 @@
 """Checklist item 2 — headroom (reference finding P2).
 
 Inside the trained window (steps with a nonzero batch gradient before the contaminator's cutoff:
-`bt_core.artifacts.replays.trained_window`, the window the replays' LDS subsets are drawn from) the
+`bt_core.counterfactual.plan.trained_window`, the window the replays' LDS subsets are drawn from) the
 fixture leaves ceiling − chance to be found: at rollout level the ceiling is 1 (a perfect method finds every
 GT rollout); at step level it is the best precision reachable when all rollouts of a step tie (the
 reference's P2 quantity, ≈ 0.11 above chance there).
@@ -30,14 +30,16 @@ chance, i.e. it recovers most of what can be recovered.
 from __future__ import annotations
 
 import numpy as np
-from behaviortrace.checklist._base import Item, fmt
-from behaviortrace.checklist._common import level_scores, seed_verdict
 
-from bt_core.artifacts import replays
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.registry import EstimatorSpec
+from bt_core.counterfactual import plan as cf_plan
 from bt_core.metrics import ceiling_precision, chance, precision_at_k, random_spread
 from bt_core.reporting.scorecard import FAIL_FIRST, Status, Verdict, worst_status
+
+from ._base import Item, fmt
+from ._common import level_scores, seed_verdict
+from ._memo import memo
 
 NAME = "headroom"
 TITLE = "recovers at least half of the headroom (ceiling − chance) inside the trained window, at both levels"
@@ -52,7 +54,7 @@ def trained_window(evidence: Evidence, seed: int) -> np.ndarray:
     """Boolean mask over the stream's rollouts: nonzero-gradient steps before the cutoff (the replays'
     definition, which says why it is read from the advantages)."""
     run = evidence.artifacts[seed].run
-    return replays.trained_window(run.rollouts, run.config)
+    return cf_plan.trained_window(run.rollouts, run.config)
 
 
 def level_setup(labels: np.ndarray, blocks: np.ndarray | None, seed: int) -> dict:
@@ -87,7 +89,7 @@ def window_setup(evidence: Evidence, seed: int) -> dict:
             return {"n": int(w.sum()), "gt": 0}
         return {"n": int(w.sum()), "gt": int(labels.sum()), "rollout": level_setup(labels, None, seed),
                 "step": level_setup(labels, steps, seed)}
-    return evidence.memo(("headroom-window", seed), run)
+    return memo(evidence, ("headroom-window", seed), run)
 
 
 def _why(level: str, f: dict) -> str:

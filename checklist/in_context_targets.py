@@ -31,10 +31,10 @@ says nothing about the targets the methods do use (in-context by default).
 
 from __future__ import annotations
 
-from behaviortrace.checklist._base import Item, fmt, setup_verdict
-
 from bt_core.attribution.evidence import Evidence
 from bt_core.reporting.scorecard import Status, Verdict
+
+from ._base import Item, fmt, setup_verdict
 
 NAME = "in_context_targets"
 TITLE = "the in-context target aligns with the behavior-token gradient (gates target-reading estimators)"

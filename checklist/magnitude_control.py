@@ -43,9 +43,6 @@ per seed is shared by the estimator, every control and the surface baseline.
 from __future__ import annotations
 
 import numpy as np
-from behaviortrace.checklist import controls
-from behaviortrace.checklist._base import Item, fmt
-from behaviortrace.checklist._common import level_scores, seed_verdict
 
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.registry import EstimatorSpec
@@ -58,6 +55,11 @@ from bt_core.metrics import (
     resample_counts,
 )
 from bt_core.reporting.scorecard import Status, Verdict
+
+from . import controls
+from ._base import Item, fmt
+from ._common import level_scores, seed_verdict
+from ._memo import memo
 
 NAME = "magnitude_control"
 TITLE = "beats every target-free control (advantage, signed and unsigned gradient size, reply text) at both levels"
@@ -76,12 +78,12 @@ def _setup(evidence: Evidence, seed: int) -> dict:
         inv, counts = resample_counts(pr.step, N_BOOT, seed)
         return {"labels": labels, "inv": inv, "counts": counts, "chance": chance(labels),
                 "ceiling": {"rollout": 1.0, "step": ceiling_precision(ps.unit_of_rollout, labels)}}
-    return evidence.memo(("magnitude-setup", seed), run)
+    return memo(evidence, ("magnitude-setup", seed), run)
 
 
 def _resampled(evidence: Evidence, seed: int, key: tuple, scores: np.ndarray) -> np.ndarray:
     s = _setup(evidence, seed)
-    return evidence.memo(("magnitude-resampled", seed, *key),
+    return memo(evidence, ("magnitude-resampled", seed, *key),
                          lambda: precision_resamples(scores, s["labels"], s["inv"], s["counts"]))
 
 

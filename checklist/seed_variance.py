@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from behaviortrace.checklist import fluency_control, headroom, magnitude_control
-from behaviortrace.checklist._base import Item, failure_verdict, fmt, spec_record, spread
-from behaviortrace.checklist._common import judged, seed_results, spread_margin, spread_short
-
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.metrics import t_mean_ci
 from bt_core.reporting.scorecard import Status, Verdict, worst_status
+
+from . import fluency_control, headroom, magnitude_control
+from ._base import Item, failure_verdict, fmt, spec_record, spread
+from ._common import judged, seed_results, spread_margin, spread_short
 
 NAME = "seed_variance"
 TITLE = "verdicts hold on every seed, and the across-seed mean clears each bar with its spread"

@@ -13,12 +13,13 @@
 
 from __future__ import annotations
 
-from behaviortrace.checklist import causal_gt, emergence, gt_minority, in_context_targets, sketch_coverage
-from behaviortrace.checklist._base import Item, spec_record
-
 from bt_core.attribution.evidence import Evidence
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict
+
+from . import causal_gt, emergence, gt_minority, in_context_targets, sketch_coverage
+from ._base import Item, spec_record
+from ._memo import memo
 
 SETUP_ITEMS: tuple[Item, ...] = (emergence.ITEM, sketch_coverage.ITEM, in_context_targets.ITEM, gt_minority.ITEM,
                                  causal_gt.ITEM)
@@ -34,7 +35,7 @@ def setup_failures(evidence: Evidence, gates: str = "all") -> list[Verdict]:
     def run() -> list[Verdict]:
         return [v for v in (i.evaluate(evidence) for i in items) if v.status != Status.PASS]
 
-    return evidence.memo(("setup-failures", gates), run)
+    return memo(evidence, ("setup-failures", gates), run)
 
 
 def gate(name: str, spec: EstimatorSpec, evidence: Evidence) -> Verdict | None:

@@ -9,10 +9,10 @@ first capture kept only the first 65,536 parameters and never saw the trigger to
 
 from __future__ import annotations
 
-from behaviortrace.checklist._base import Item, setup_verdict
-
 from bt_core.attribution.evidence import Evidence
 from bt_core.reporting.scorecard import Status, Verdict
+
+from ._base import Item, setup_verdict
 
 NAME = "sketch_coverage"
 TITLE = "the gradient sketch covers the trigger and behavior parameters"

@@ -78,3 +78,12 @@ def suite(pytester, smoke_artifacts, smoke_cache):
                                             "-p", "no:cacheprovider", *args)
 
     return run
+
+
+@pytest.fixture
+def scoped_registry():
+    """The estimator registry, restored after the test (`Registry.scoped`)."""
+    from bt_core.attribution.registry import REGISTRY
+
+    with REGISTRY.scoped():
+        yield REGISTRY

@@ -1,4 +1,4 @@
-"""Counterfactual replays (bt_core.training.replay, bt_core.artifacts.replays) and the two items built on them.
+"""Counterfactual replays (bt_core.counterfactual.replay, bt_core.artifacts.replays) and the two items built on them.
 
 Replay-building tests use the session's smoke artifacts (marked `train` by conftest)."""
 
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from bt_core.artifacts.keys import replay_key
-from bt_core.artifacts.replays import ReplaySpec, local_pool, measure_config, measure_step, plan, trained_window
 from bt_core.config import CounterfactualConfig, get_scale
+from bt_core.counterfactual.plan import ReplaySpec, local_pool, measure_config, measure_step, plan, trained_window
 
 
 def _fake_rollouts(n_steps: int = 10, per_step: int = 8, seed: int = 0):
@@ -83,8 +83,8 @@ def test_counterfactual_config_checks():
 # --------------------------------------------------------------------------- replays of real runs
 def test_replay_removing_nothing_reproduces_every_checkpoint(smoke_artifacts):
     """Bit-exact on CPU: the replay calls training's own update on the logged batch."""
+    from bt_core.counterfactual.replay import replay_model
     from bt_core.training.model import torch_threads
-    from bt_core.training.replay import replay_model
 
     run = smoke_artifacts[0].run
     n = len(run.rollouts)
@@ -107,8 +107,8 @@ def test_replay_removing_nothing_reproduces_every_checkpoint(smoke_artifacts):
 def test_removed_rows_leave_exactly_their_terms(smoke_artifacts):
     """One partial step's gradient is the logged gradient minus the removed rollouts' terms A_i∇ℓ_i/(G·B):
     the logged advantages and the loss weights of the kept rows do not change (first-order additivity)."""
+    from bt_core.counterfactual.replay import _partial_update
     from bt_core.training import grpo
-    from bt_core.training.replay import _partial_update
 
     run = smoke_artifacts[0].run
     t = run.rollouts
@@ -150,7 +150,7 @@ def test_replay_artifacts_hold_the_plan(smoke_artifacts, smoke_scale):
 
 
 def test_full_replay_measures_the_stored_checkpoint(smoke_artifacts):
-    from bt_core.training.replay import behavior_nll
+    from bt_core.counterfactual.replay import behavior_nll
 
     a = smoke_artifacts[0]
     r = a.replays

@@ -72,9 +72,9 @@ def test_a_broken_entry_point_plugin_names_its_file_and_line(tmp_path, monkeypat
         assert raised_at(e, skip=(__file__,)) == "ep_mod.py:2: ValueError: broken on purpose"
 
 
-def test_a_missing_extra_names_its_install_command(monkeypatch):
+def test_a_missing_extra_names_its_install_command(monkeypatch, scoped_registry):
     monkeypatch.setattr(adapters, "MISSING", {"trak": adapters.INSTALL["trak"]})
-    monkeypatch.delitem(catalog.registry._REGISTRY, "trak_traker", raising=False)
+    scoped_registry.remove("trak_traker")
     with pytest.raises(UnknownEstimatorError) as e:
         catalog.get("trak_traker")
     msg = str(e.value)

@@ -50,11 +50,11 @@ def installed_plugin(tmp_path, monkeypatch):
         fake_broken = fake_bt_plugin_not_there:Nope
         """))
     catalog.available()  # built-ins loaded into the real registry first
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # restored after the test
     monkeypatch.setattr(catalog, "_BROKEN", {})
     monkeypatch.setattr(catalog, "_LOADED", False)
     monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+    with registry.REGISTRY.scoped():  # the plug-in's estimators are forgotten after the test
+        yield tmp_path
 
 
 def test_entry_point_plugin_is_discovered_with_its_origin(installed_plugin):

@@ -232,10 +232,8 @@ def absent_adapter(monkeypatch):
 
     FakeAdapter.__module__ = "bt_core.attribution.adapters.fake"  # where a built-in adapter lives
     catalog.names()  # built-ins registered first
-    spec = registry.EstimatorSpec("fake_adapter", FakeAdapter, registry.LEVELS, "adapter:bt_no_such_module_xyz",
-                                  "", ("emb",))
-    monkeypatch.setitem(registry._REGISTRY, "fake_adapter", spec)
-    return spec
+    with registry.REGISTRY.scoped():
+        yield registry.REGISTRY.add(FakeAdapter, name="fake_adapter", origin="adapter:bt_no_such_module_xyz")
 
 
 def test_a_plugin_claiming_to_be_an_adapter_is_not_let_off(suite, pytester, absent_adapter, monkeypatch):
@@ -387,7 +385,7 @@ def test_an_estimator_that_declares_nothing_sees_everything_and_reads_targets():
 
 
 HELPERS = {"dot": {"emb", "weight", "targets"}, "cosine": {"emb", "weight", "targets"},
-           "sketch_norm": {"emb", "weight"}, "target": {"targets"}, "target_per_unit": {"targets"},
+           "sketch_norm": {"emb", "weight"}, "target": {"targets"},
            "to_rollouts": set(), "n_units": set(), "handout": set()}
 
 

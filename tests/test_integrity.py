@@ -13,7 +13,8 @@ from behaviortrace.checklist._common import refuse_label_reader
 from bt_core.artifacts.readonly import is_readonly, readonly
 from bt_core.artifacts.rollouts import VIEW_FIELDS, RolloutTable, RolloutView
 from bt_core.attribution.catalog import get
-from bt_core.attribution.evidence import EstimatorFailure, Evidence, ModelLoader
+from bt_core.attribution.evidence import EstimatorFailure, Evidence
+from bt_core.attribution.loaders import ModelLoader
 from bt_core.attribution.problem import ARRAY_FIELDS, AttributionProblem, LabelledProblem
 from bt_core.attribution.registry import Estimator, EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict

@@ -29,6 +29,7 @@ LAYERS = {
     "bt_core.gradients": 3,
     "bt_core.counterfactual": 3,  # the exact metagradient: replays the training stage's updates
     "bt_core.targets": 4,
+    "bt_core.draws": 4,  # sibling draws: sample at a checkpoint (training), sketch them (gradients)
     "bt_core.attribution": 5,
     "bt_core.pipeline": 6,
     "bt_core.cli": 7,

@@ -31,8 +31,8 @@ def test_metagrad_matches_central_finite_differences_through_the_replay_engine(s
     `replay_model` (the engine the replays are built with) from the checkpoint before the rollout's step,
     with A_i scaled by 1 ± ε (w_i and A_i enter the loss only as their product)."""
     from bt_core.attribution.catalog import get
+    from bt_core.counterfactual.replay import behavior_nll, replay_model
     from bt_core.training.model import torch_threads
-    from bt_core.training.replay import behavior_nll, replay_model
 
     ev = smoke_evidence
     a = ev.artifacts[0]

@@ -25,6 +25,7 @@ def test_duplicate_name_is_an_error():
         def score(self, problem):
             return None
 
+    names()  # the built-ins are registered on first use of the catalog
     with pytest.raises(DuplicateEstimatorError, match="already registered"):
         register(Other)
 
@@ -43,7 +44,7 @@ def test_bad_level_rejected():
 
     with pytest.raises(ValueError, match="unknown level"):
         register(Weird)
-    assert "weird_levels_test" not in registry._REGISTRY
+    assert "weird_levels_test" not in registry.REGISTRY
 
 
 def test_roles_come_from_the_estimator_classes():
@@ -76,8 +77,8 @@ def test_a_plugin_cannot_declare_itself_a_control_or_validation():
     class SlyOracle(Estimator):
         name, role, needs = "sly_oracle", "validation", ("labels",)
 
-    assert registry._spec_from(Sly, None, "plugin:sly").role == "method"
-    spec = registry._spec_from(SlyOracle, None, "plugin:sly")
+    assert registry.spec_from(Sly, None, "plugin:sly").role == "method"
+    spec = registry.spec_from(SlyOracle, None, "plugin:sly")
     assert spec.role == "validation" and not spec.builtin_validation  # reads labels, yet refused as a gate
 
 
@@ -86,4 +87,4 @@ def test_unknown_role_rejected():
         name, role = "odd_role", "judge"
 
     with pytest.raises(ValueError, match="role='judge'"):
-        registry._spec_from(Odd, None, "builtin")
+        registry.spec_from(Odd, None, "builtin")

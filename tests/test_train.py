@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from bt_core.artifacts.rollouts import RolloutTable
-from bt_core.artifacts.run import checkpoint_steps, ckpt_name
-from bt_core.config import GRPOConfig, RunConfig, get_scale
+from bt_core.artifacts.run import ckpt_name
+from bt_core.config import GRPOConfig, RunConfig, checkpoint_steps, get_scale
 from bt_core.training.loop import train_run
 
 

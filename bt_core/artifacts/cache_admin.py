@@ -5,7 +5,7 @@
 
 `info` reports, per kind (runs, sketches, targets, draws, …), the number of finished artifacts and
 their bytes, and lists leftover directories: `tmp`/`trash` debris of killed processes and resumable
-`partial` training directories (bt_core/store.py names them). An entry counts as *stale* only if its
+`partial` training directories (bt_core/artifacts/store.py names them). An entry counts as *stale* only if its
 key's file lock is free — a live builder holds the lock for as long as its directory exists — and as
 *busy* otherwise.
 

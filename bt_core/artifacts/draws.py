@@ -1,5 +1,5 @@
 """The `Draw` artifact: one seeded set of fresh sibling groups at the analysis checkpoint, with their
-sketches (built by `bt_core.targets.draws`). Files: ``rollouts/``, the `Sketches` files, ``draw.json``."""
+sketches (built by `bt_core.draws.build`). Files: ``rollouts/``, the `Sketches` files, ``draw.json``."""
 
 from __future__ import annotations
 

@@ -16,23 +16,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from bt_core.artifacts.rollouts import RolloutTable
 from bt_core.artifacts.store import verify_dir
-from bt_core.config import RunConfig, run_config_from_dict
+from bt_core.config import RunConfig, checkpoint_steps, run_config_from_dict
 
 TOKEN_IDS = "token_ids.json"
 
 
 def ckpt_name(step: int) -> str:
     return f"step_{step:06d}"
-
-
-def checkpoint_steps(cfg: RunConfig) -> list[int]:
-    """The steps a run of `cfg` checkpoints: every `checkpoint_every` steps from 0, and the final step."""
-    every = cfg.grpo.checkpoint_every
-    return sorted(set(range(0, cfg.grpo.steps, every)) | {cfg.grpo.steps})
 
 
 @dataclass(frozen=True)
@@ -90,8 +82,3 @@ class Run:
         """The safetensors file of checkpoint `step`'s AdamW state."""
         self._check_step(step)
         return self.path / "checkpoints" / f"{ckpt_name(step)}.optim.safetensors"
-
-    def checkpoint_of(self, steps: np.ndarray) -> np.ndarray:
-        """Greatest checkpoint step ≤ each step (TracInCP assignment)."""
-        ck = np.array(self.checkpoint_steps)
-        return ck[np.searchsorted(ck, steps, side="right") - 1]

@@ -17,15 +17,15 @@ import importlib.metadata as md
 import os
 import sys
 
-from bt_core.attribution import registry
 from bt_core.attribution.frames import raised_at
 from bt_core.attribution.registry import (
     ENTRY_POINT_GROUP,
+    REGISTRY,
     DuplicateEstimatorError,
     EstimatorSpec,
     UnknownEstimatorError,
-    _spec_from,
     register,
+    spec_from,
 )
 
 _LOADED = False
@@ -50,7 +50,7 @@ def _load() -> None:
 
 def available() -> list[EstimatorSpec]:
     _load()
-    return sorted(registry._REGISTRY.values(), key=lambda s: s.name)
+    return REGISTRY.specs()
 
 
 def not_installed() -> dict[str, str]:
@@ -67,8 +67,8 @@ def names() -> list[str]:
 def get(name: str) -> EstimatorSpec:
     """Registered name or `package.module:factory` path → spec; unknown → error with suggestions."""
     _load()
-    if name in registry._REGISTRY:
-        return registry._REGISTRY[name]
+    if name in REGISTRY:
+        return REGISTRY[name]
     if ":" in name:
         return _from_path(name)
     if name in _BROKEN:
@@ -77,10 +77,10 @@ def get(name: str) -> EstimatorSpec:
     if missing:
         raise UnknownEstimatorError(f"estimator {name!r} is an adapter whose library is not installed here; "
                                     f"install it with: {missing}")
-    close = difflib.get_close_matches(name, list(registry._REGISTRY), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(name, REGISTRY.names(), n=3, cutoff=0.5)
     hint = f"Did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     raise UnknownEstimatorError(
-        f"unknown estimator {name!r}. {hint}Available: {', '.join(sorted(registry._REGISTRY))}. "
+        f"unknown estimator {name!r}. {hint}Available: {', '.join(REGISTRY.names())}. "
         "Register one with @bt_core.attribution.registry.register, install a plug-in (entry-point group "
         f"'{ENTRY_POINT_GROUP}'), or pass --estimator=package.module:factory.")
 
@@ -111,5 +111,5 @@ def _from_path(path: str) -> EstimatorSpec:
         found = sorted(n for n in vars(module) if not n.startswith("_") and isinstance(getattr(module, n), type))
         raise UnknownEstimatorError(f"{path!r}: {module.__file__} has no {attr!r}"
                                     + (f"; its classes: {', '.join(found)}" if found else "")) from None
-    spec = _spec_from(obj, None, f"path:{path}")
+    spec = spec_from(obj, None, f"path:{path}")
     return EstimatorSpec(spec.name or path, obj, spec.levels, spec.origin, spec.doc, spec.needs)

@@ -22,7 +22,6 @@ vector or an exception inside `score` (a write into its read-only inputs among t
 from __future__ import annotations
 
 import traceback
-from dataclasses import fields
 from functools import cached_property
 
 import numpy as np
@@ -30,111 +29,20 @@ from pytest_benchmark.timers import default_timer
 
 from bt_core.artifacts.pages import release, release_seed
 from bt_core.artifacts.readonly import readonly
-from bt_core.artifacts.replays import BehaviorMeasure
 from bt_core.artifacts.rollouts import RolloutView
-from bt_core.artifacts.run import Run
 from bt_core.artifacts.seed import SeedArtifacts
-from bt_core.artifacts.targets import TargetExamples
 from bt_core.attribution.frames import raised_in
+from bt_core.attribution.loaders import (
+    ModelLoader,
+    OptimizerLoader,
+    PreconditionerLoader,
+    Projection,
+    examples_of,
+    measure_of,
+)
 from bt_core.attribution.problem import AttributionProblem, problem_fields, undeclared_reads
 from bt_core.attribution.registry import LABEL_FIELDS, Declined, EstimatorSpec
 from bt_core.extras import MissingExtra
-
-
-class ModelLoader:
-    """checkpoint step → a fresh model of a run there (`problem.model_at`). It holds the model config, the
-    seed and the checkpoint files, not the `Run`: an estimator that computes its own gradients gets the
-    parameters, never a handle on the run's rollout table (whose `gt` column is the answer). The training
-    stage (torch, transformers) is imported only when it is called."""
-
-    def __init__(self, run: Run):
-        self._config, self._vocab, self._seed = run.config.model, run.token_ids.vocab_size, run.seed
-        self._files = {int(s): run.params_file(int(s)) for s in run.checkpoint_steps}
-
-    def __call__(self, step: int):
-        from bt_core.training.model import build_model, load_params
-
-        if int(step) not in self._files:
-            raise KeyError(f"no checkpoint at step {step}; checkpoints: {sorted(self._files)}")
-        model = build_model(self._config, self._vocab, self._seed)
-        load_params(model, self._files[int(step)])
-        return model
-
-
-def _model_at(run: Run) -> ModelLoader:
-    return ModelLoader(run)
-
-
-class PreconditionerLoader:
-    """checkpoint step → the flat AdamW preconditioner 1/(√v̂+ε) stored there, or None before the first update
-    (`problem.preconditioner`; `bt_core.training.checkpoints.adam_preconditioner_of`). Like `ModelLoader` it
-    holds the configs and the checkpoint files, never the `Run` (whose rollout table holds the answers)."""
-
-    def __init__(self, run: Run):
-        self._models = ModelLoader(run)
-        self._grpo = run.config.grpo
-        self._files = {int(s): run.optimizer_file(int(s)) for s in run.checkpoint_steps}
-
-    def __call__(self, step: int) -> np.ndarray | None:
-        from bt_core.training.checkpoints import adam_preconditioner_of
-
-        if int(step) not in self._files:
-            raise KeyError(f"no checkpoint at step {step}; checkpoints: {sorted(self._files)}")
-        p = adam_preconditioner_of(self._models(step), self._grpo, self._files[int(step)])
-        return None if p is None else readonly(p)
-
-
-class OptimizerLoader:
-    """(checkpoint step, model) → the run's AdamW over `model`'s parameters with the state stored at that
-    checkpoint (`problem.optimizer_at`). Like `ModelLoader` it holds the config and the files, never the `Run`."""
-
-    def __init__(self, run: Run):
-        self._grpo = run.config.grpo
-        self._files = {int(s): run.optimizer_file(int(s)) for s in run.checkpoint_steps}
-
-    def __call__(self, step: int, model):
-        from bt_core.training import grpo
-        from bt_core.training.model import load_optimizer
-
-        if int(step) not in self._files:
-            raise KeyError(f"no checkpoint at step {step}; checkpoints: {sorted(self._files)}")
-        opt = grpo.make_optimizer(model, self._grpo)
-        load_optimizer(opt, self._files[int(step)])
-        return opt
-
-
-def _measure_of(a: SeedArtifacts) -> BehaviorMeasure | None:
-    """The counterfactual items' behavior measure of a seed, read-only; None without replays."""
-    r = getattr(a, "replays", None)
-    if r is None:
-        return None
-    ex = r.measure.examples
-    return BehaviorMeasure(int(r.measure.step), TargetExamples(**{f.name: readonly(getattr(ex, f.name))
-                                                                 for f in fields(TargetExamples)}), readonly(r.window))
-
-
-class Projection:
-    """flat (n_params,) → (k,): the projector the sketches were built with (`problem.project`), built on first
-    use. It holds the projector's settings only, not the sketches or the run."""
-
-    def __init__(self, sketches):
-        cfg = sketches.config()
-        self._args = (cfg["projector"], int(sketches.report["n_params"]), int(cfg["k"]), int(cfg["hash_seed"]))
-        self._proj = None
-
-    def __call__(self, flat: np.ndarray) -> np.ndarray:
-        import torch
-
-        from bt_core.gradients.projectors import make_projector
-
-        if self._proj is None:
-            self._proj = make_projector(*self._args)
-        return self._proj.project(torch.from_numpy(np.array(flat, np.float32))[None])[0].numpy()
-
-
-def _examples_of(tg, draw: int):
-    """(kind, checkpoint step) → the target's teacher-forced examples of seeded draw `draw`."""
-    return lambda kind, step: tg.examples(kind, step, draw)
 
 
 class EstimatorFailure(RuntimeError):
@@ -155,7 +63,6 @@ class Evidence:
         self._labels: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # problem name → (labels, truth)
         self._scores: dict[tuple, np.ndarray | EstimatorFailure] = {}
         self._estimators: dict[tuple, object] = {}
-        self._memo: dict[tuple, object] = {}
         self._times: dict[tuple, dict[str, dict]] = {}  # estimator key → {problem name: {seed, seconds}}
         self._mapped_seed: int | None = None  # the seed whose memory-mapped sketches may be resident
 
@@ -165,12 +72,6 @@ class Evidence:
         if self._mapped_seed is not None and self._mapped_seed != seed:
             release_seed(self.artifacts[self._mapped_seed])
         self._mapped_seed = seed
-
-    def memo(self, key: tuple, fn):
-        """Compute `fn()` once per key for this session (checklist items share expensive figures)."""
-        if key not in self._memo:
-            self._memo[key] = fn()
-        return self._memo[key]
 
     @cached_property
     def seeds(self) -> list[int]:
@@ -207,10 +108,11 @@ class Evidence:
         t, sk, tg = a.run.rollouts, a.sketches, a.targets
         step, gt = np.asarray(t.step), np.asarray(t.gt, bool)
         common = dict(kind="stream", level=level, seed=a.run.seed, targets=tg.vectors, checkpoint_steps=tg.steps,
-                      model_at=_model_at(a.run), codec=a.run.token_ids, target_examples=_examples_of(tg, 0), draw=0,
+                      model_at=ModelLoader(a.run), codec=a.run.token_ids, target_examples=examples_of(tg, 0),
+                      draw=0,
                       preconditioner=PreconditionerLoader(a.run), project=Projection(sk),
                       optimizer_at=OptimizerLoader(a.run), grad_clip=float(a.run.config.grpo.grad_clip),
-                      measure=_measure_of(a))
+                      measure=measure_of(a))
         if level == "rollout":
             p = AttributionProblem(
                 emb=sk.emb, weight=np.asarray(t.advantage, np.float64), grad_norm=np.asarray(sk.grad_norm),
@@ -240,9 +142,9 @@ class Evidence:
             grad_norm=np.asarray(sk.grad_norm), fluency=np.asarray(sk.fluency), step=np.asarray(t.step),
             group=np.asarray(t.group), lr=lr, ckpt_index=tg.index_of(np.asarray(t.step)),
             targets=tg.for_draw(draw), checkpoint_steps=tg.steps, unit_of_rollout=np.arange(n),
-            model_at=_model_at(a.run), name=f"seed{a.run.seed}/draw{draw}",
+            model_at=ModelLoader(a.run), name=f"seed{a.run.seed}/draw{draw}",
             extra={"analysis_step": d.analysis_step}, rollouts=RolloutView.of(t, advantage=np.ones(n), lr=lr),
-            codec=a.run.token_ids, target_examples=_examples_of(tg, draw), draw=draw,
+            codec=a.run.token_ids, target_examples=examples_of(tg, draw), draw=draw,
             preconditioner=PreconditionerLoader(a.run), project=Projection(a.sketches),
             optimizer_at=OptimizerLoader(a.run), grad_clip=float(a.run.config.grpo.grad_clip))
         return p, beh, beh.astype(float)

@@ -195,10 +195,6 @@ class AttributionProblem:
                 f"{', '.join(sorted(self.targets))} (set it with the estimator's target= argument)")
         return np.asarray(self.targets[kind])
 
-    def target_per_unit(self, kind: str) -> np.ndarray:
-        """The target row each unit is scored against, t_{c(u)}: (n_units, k) — small problems only."""
-        return self.target(kind)[self.ckpt_index]
-
     # -- helpers that honour the advantage weight without materializing A·e --------------------------
     def sketch_norm(self) -> np.ndarray:
         """‖weight·e‖ per unit, (n_units,)."""

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,10 +163,9 @@ class DuplicateEstimatorError(ValueError):
     """Raised when two estimators claim one name."""
 
 
-_REGISTRY: dict[str, EstimatorSpec] = {}
-
-
-def _spec_from(obj, name: str | None, origin: str) -> EstimatorSpec:
+def spec_from(obj, name: str | None, origin: str) -> EstimatorSpec:
+    """The `EstimatorSpec` of a class or factory: its name, levels, needs, role and first doc line
+    (checked: an unknown level or role raises `ValueError` naming it)."""
     est_name = name or getattr(obj, "name", "") or getattr(obj, "__name__", "")
     levels = tuple(getattr(obj, "levels", LEVELS))
     bad = [lv for lv in levels if lv not in LEVELS]
@@ -179,18 +179,62 @@ def _spec_from(obj, name: str | None, origin: str) -> EstimatorSpec:
     return EstimatorSpec(est_name, obj, levels, origin, doc, tuple(getattr(obj, "needs", ())), role)
 
 
+class Registry:
+    """Registered estimators by name. `add` refuses a second estimator under a taken name
+    (`DuplicateEstimatorError`); `scoped()` gives a block (a test, a one-off plug-in load) its own copy
+    that is thrown away on exit. Which estimators exist beyond those registered on import (entry points,
+    `pkg.mod:factory` paths) is `bt_core.attribution.catalog`'s business."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, EstimatorSpec] = {}
+
+    def add(self, obj, *, name: str | None = None, origin: str = "builtin") -> EstimatorSpec:
+        spec = spec_from(obj, name, origin)
+        if not spec.name:
+            raise ValueError(f"{obj!r} has no name: set a `name` attribute or pass register(name=...)")
+        held = self._specs.get(spec.name)
+        if held is not None and held.factory is not obj:
+            raise DuplicateEstimatorError(
+                f"estimator name {spec.name!r} is already registered by {held.origin} "
+                f"({held.factory!r}); choose another name")
+        self._specs[spec.name] = spec
+        return spec
+
+    def remove(self, name: str) -> None:
+        """Forget `name` (absent: nothing happens)."""
+        self._specs.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __getitem__(self, name: str) -> EstimatorSpec:
+        return self._specs[name]
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    def specs(self) -> list[EstimatorSpec]:
+        """Every registered spec, by name."""
+        return [self._specs[n] for n in self.names()]
+
+    @contextmanager
+    def scoped(self) -> Iterator[Registry]:
+        """Within the block, additions and removals act on a copy; the registry is restored on exit."""
+        saved = dict(self._specs)
+        try:
+            yield self
+        finally:
+            self._specs = saved
+
+
+REGISTRY = Registry()
+
+
 def register(obj=None, *, name: str | None = None, origin: str = "builtin"):
-    """Class decorator (bare or with `name=`) adding an estimator to the registry."""
+    """Class decorator (bare or with `name=`) adding an estimator to `REGISTRY`."""
 
     def deco(o):
-        spec = _spec_from(o, name, origin)
-        if not spec.name:
-            raise ValueError(f"{o!r} has no name: set a `name` attribute or pass register(name=...)")
-        if spec.name in _REGISTRY and _REGISTRY[spec.name].factory is not o:
-            raise DuplicateEstimatorError(
-                f"estimator name {spec.name!r} is already registered by {_REGISTRY[spec.name].origin} "
-                f"({_REGISTRY[spec.name].factory!r}); choose another name")
-        _REGISTRY[spec.name] = spec
+        REGISTRY.add(o, name=name, origin=origin)
         return o
 
     return deco(obj) if obj is not None else deco

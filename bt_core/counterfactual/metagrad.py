@@ -5,7 +5,7 @@ Every logged rollout i enters its step's loss with a weight w_i (1 as logged, 0 
 
     L_s(θ; w) = −Σ_{i ∈ s} w_i c_i A_i ℓ_i(θ)          c_i = 1/(G·B), A_i the logged advantage
 
-**Forward** (what training and `bt_core.training.replay` do; torch's AdamW and clip_grad_norm_ exactly):
+**Forward** (what training and `bt_core.counterfactual.replay` do; torch's AdamW and clip_grad_norm_ exactly):
 
     g_s = ∇_θ L_s(θ_s; w)                               the step's gradient
     κ_s = min(1, C/(‖g_s‖ + δ))                         δ = 1e-6, C = grad_clip;  u_s = κ_s g_s
@@ -14,7 +14,7 @@ Every logged rollout i enters its step's loss with a weight w_i (1 as logged, 0 
     θ_{s+1} = (1 − ηλ) θ_s − (η/b₁) m_{s+1} / d_s       η = lr, λ = weight decay
 
 and the measure f(θ_T) = behavior NLL on the held-out probes × fixed replies at the measurement step T
-(`bt_core.training.replay.measure_loss`). The metagradient is ∂f/∂w_i at w = 1.
+(`bt_core.counterfactual.replay.measure_loss`). The metagradient is ∂f/∂w_i at w = 1.
 
 **Reverse** (adjoints x̄ = ∂f/∂x, swept from T down to 0): θ̄_T = ∇f(θ_T), m̄_T = v̄_T = 0; for each step s,
 given (θ̄, m̄, v̄) of step s + 1:
@@ -63,10 +63,10 @@ import numpy as np
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from bt_core.counterfactual.replay import loss_weights, measure_loss, replay_step, step_bounds
 from bt_core.training import grpo
 from bt_core.training.model import cast_model, torch_threads
 from bt_core.training.objective import rollout_logprob
-from bt_core.training.replay import loss_weights, measure_loss, replay_step, step_bounds
 
 CLIP_DELTA = 1e-6  # torch.nn.utils.clip_grad_norm_: clip_coef = max_norm / (total_norm + 1e-6)
 

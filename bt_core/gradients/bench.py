@@ -4,7 +4,7 @@ One run, one model, the same batches for every method:
 
 * ``bare_backward``: the default per-example engine (hooks: one batched backward) and exact norms;
 * ``countsketch`` / ``dense``: the same plus CountSketch / the dense TRAK-style projection at width k,
-  fed block by block (`bt_core.sketch.embed_batch`, exactly what `sketch_run` does);
+  fed block by block (`bt_core.gradients.sketch.embed_batch`, exactly what `sketch_run` does);
 * ``traker``: the same gradients assembled into (B, n_params) and projected by traker's
   `BasicProjector` (Rademacher, its default block size) — None when traker is not installed;
 * ``vmap_backward`` / ``loop_backward``: the torch.func engine and one backward per rollout, for comparison;

@@ -37,11 +37,6 @@ def flat_grad(model: nn.Module) -> torch.Tensor:
                       for _, p, _ in param_layout(model)])
 
 
-def flat_params(model: nn.Module) -> torch.Tensor:
-    """The model's parameters as one flat vector, (n_params,)."""
-    return torch.cat([p.detach().reshape(-1) for _, p, _ in param_layout(model)])
-
-
 def embedding_rows(model: nn.Module, token_ids: list[int]) -> np.ndarray:
     """Global coordinate indices of the input- and output-embedding rows of `token_ids` (a tied
     embedding is one tensor, so its rows are listed once)."""

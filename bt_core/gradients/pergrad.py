@@ -156,7 +156,7 @@ class HookGrads(_Engine):
             raise UncoveredParameterError(
                 f"the hooks engine has no per-example rule for {len(missing)} parameter(s), e.g. "
                 f"{missing[:3]}; their gradients would be silently dropped. Use SketchConfig(grad_method='vmap') "
-                "for this model, or add a rule for the module kind to bt_core/pergrad.py")
+                "for this model, or add a rule for the module kind to bt_core/gradients/pergrad.py")
         return mods
 
 

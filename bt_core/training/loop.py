@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from bt_core.artifacts.rollouts import RolloutTable
-from bt_core.artifacts.run import TOKEN_IDS, checkpoint_steps, ckpt_name
-from bt_core.config import SATURATION, RunConfig
+from bt_core.artifacts.run import TOKEN_IDS, ckpt_name
+from bt_core.config import SATURATION, RunConfig, checkpoint_steps
 from bt_core.faults import fault_point
 from bt_core.progress import progress as progress_bar
 from bt_core.training import grpo
@@ -100,7 +100,7 @@ class RunWriter:
     """Writes a run directory for either backend: a checkpoint (parameters, AdamW state, probe evaluation)
     whenever the loop reaches a checkpoint step, then the rollouts, probes and summary at the end.
 
-    With a `journal` (bt_core/resume.py) each checkpoint also commits the rollouts since the previous one
+    With a `journal` (bt_core/training/resume.py) each checkpoint also commits the rollouts since the previous one
     and the sampling generator's state, so a killed build resumes from the last complete checkpoint."""
 
     def __init__(self, out: Path, cfg: RunConfig, task: Task, codec: Codec, journal: TrainJournal | None = None,
@@ -148,7 +148,7 @@ def train_run(cfg: RunConfig, out: Path, progress: bool = False, work: Path | No
     `progress` shows progress for SFT and GRPO (off by default, so pytest output stays clean): bars on a
     terminal, a few plain lines elsewhere (bt_core/progress.py).
     With a `work` directory (the store's resumable one) the native loop journals every checkpoint and a
-    later call resumes from the last complete one (bt_core/resume.py); the TRL backend restarts."""
+    later call resumes from the last complete one (bt_core/training/resume.py); the TRL backend restarts."""
     with torch_threads(cfg.threads):
         return _train(cfg, out, progress, work)
 

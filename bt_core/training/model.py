@@ -218,10 +218,6 @@ def load_optimizer(opt: torch.optim.Optimizer, path: Path) -> None:
     opt.load_state_dict(sd)
 
 
-def param_count(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
 def cast_model(model: torch.nn.Module, dtype: torch.dtype | None) -> torch.nn.Module:
     """`model` in `dtype` (None: unchanged). transformers' Llama is not float64-clean, so a float64 model is
     also made so: eager attention switches to SDPA (eager's softmax runs in float32, and its float64 mask

@@ -37,7 +37,7 @@ the measure is the mean NLL of the behavior token(s) after the reply, teacher-fo
 1/n per sequence, as a target). It is continuous where s_b saturates: s_b (greedy behavior rate on the
 same held-out probes, and on the run's own trigger probes, the emergence gate's set) is reported beside.
 
-Where the measurement checkpoint lies (`bt_core.artifacts.replays.measure_step`): the first checkpoint
+Where the measurement checkpoint lies (`bt_core.counterfactual.plan.measure_step`): the first checkpoint
 at or after the contaminator's cutoff (step 80 at the default scale, 12 at smoke). Every GT rollout and
 every rollout of the trained window acts before it, so every removal the items ask about can show; a
 later checkpoint would add the post-cutoff drift of 170 more steps (and triple the cost, which grows with
@@ -54,10 +54,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bt_core.artifacts.replays import ReplaySpec
 from bt_core.artifacts.store import save_array
 from bt_core.artifacts.targets import TargetExamples
 from bt_core.config import CounterfactualConfig
+from bt_core.counterfactual.plan import ReplaySpec
 from bt_core.training import grpo
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.generate import sample
