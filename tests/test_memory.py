@@ -89,3 +89,10 @@ def test_group_centred_cosine_works_in_blocks():
     full_mib = n * k * 8 / 2**20  # 32 MiB: one float64 temporary of the old 4096-row chunk (n < 4096: all rows)
     peak = _peak_mib(lambda: group_centred_cosine(p, "in_context", block=128))
     assert peak < full_mib, peak
+
+
+def test_release_leaves_a_writable_map_alone(tmp_path):
+    m = np.lib.format.open_memmap(tmp_path / "w.npy", mode="w+", dtype=np.float32, shape=(8, 8))
+    m[:] = 1.0
+    assert release(m) == 0  # its unwritten pages would be lost, so it is not advised
+    assert float(m.sum()) == 64.0

@@ -21,11 +21,14 @@ _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 
 
 def _mapping(a) -> mmap.mmap | None:
-    """The `mmap.mmap` that `a`'s memory comes from (through views and numpy.memmap), or None."""
+    """The `mmap.mmap` that `a`'s memory comes from (through views and numpy.memmap), or None — also None
+    for a map not opened read-only (``mode="r"``): dropping a copy-on-write map's pages would lose writes."""
     seen = 0
     while a is not None and seen < 32:  # a view of a view of … a memmap: walk the bases
         if isinstance(a, mmap.mmap):
             return a
+        if isinstance(a, np.memmap) and getattr(a, "mode", "r") != "r":
+            return None
         a = getattr(a, "base", None) if isinstance(a, np.ndarray) else None
         seen += 1
     return None
