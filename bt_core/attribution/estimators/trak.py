@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from bt_core.artifacts.pages import release
 from bt_core.artifacts.targets import check_kind
 from bt_core.attribution.registry import Estimator, register
 
@@ -59,7 +60,9 @@ def trak_primal(problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int
 def gram_of(problem, chunk: int = 1024) -> tuple[np.ndarray, float]:
     """ΦΦᵀ (n_units, n_units) and ‖Φ‖²_F, built from row blocks of Φ: two (chunk, k) float64 blocks are held
     at a time, never the (n_units, k) float64 copy of the embeddings (1 GB for a default stream seed). Each
-    off-diagonal block is computed once and mirrored, so the result is exactly symmetric."""
+    off-diagonal block is computed once and mirrored, so the result is exactly symmetric. The embeddings'
+    mapped pages are released after each block (each row is read once per outer block), so they do not
+    pile up to the whole map either."""
     n = problem.emb.shape[0]
     gram, fro2 = np.empty((n, n)), 0.0
     for lo in range(0, n, chunk):
@@ -71,6 +74,7 @@ def gram_of(problem, chunk: int = 1024) -> tuple[np.ndarray, float]:
             hi2 = min(lo2 + chunk, n)
             blk = a @ _rows(problem, lo2, hi2).T
             gram[lo:hi, lo2:hi2], gram[lo2:hi2, lo:hi] = blk, blk.T
+            release(problem.emb)
     return gram, fro2
 
 
