@@ -59,7 +59,7 @@ def trak_primal(problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int
     return out
 
 
-def gram_of(problem, targets: np.ndarray, chunk: int = 512) -> tuple[np.ndarray, np.ndarray, float]:
+def gram_of(problem, targets: np.ndarray, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray, float]:
     """ΦΦᵀ (n_units, n_units), Φ·targetsᵀ (n_units, C) and ‖Φ‖²_F, built from row blocks of Φ: two
     (chunk, k) float64 blocks are held at a time, never the (n_units, k) float64 copy of the embeddings
     (1 GB for a default stream seed). Each off-diagonal block is computed once and mirrored, so the Gram is
@@ -82,7 +82,7 @@ def gram_of(problem, targets: np.ndarray, chunk: int = 512) -> tuple[np.ndarray,
     return gram, rhs, fro2
 
 
-def trak_dual(problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int = 512) -> np.ndarray:
+def trak_dual(problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int = 1024) -> np.ndarray:
     """(ΦΦᵀ + λI)⁻¹ Φ T with the n × n Gram (for n ≤ k); `targets` (C, k) → (n_units, C). Memory: the Gram
     and two row blocks of Φ (`gram_of`); the solve works in the Gram's own buffer."""
     n, k = problem.emb.shape
