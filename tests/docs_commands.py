@@ -299,6 +299,10 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
     ),
     "python benchmarks/bench_replay.py --scale default": (Run(tier="full", cwd="root"),),
     "python benchmarks/bench_metagrad.py": (Run("{doc} --help", cwd="root", expect="--seeds"),),
+    "python benchmarks/bench_suite.py --bt-cache .bt_cache": (
+        Run("python benchmarks/bench_suite.py --help", cwd="root", expect="--bt-cache"),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_sandbox.py --scale smoke": (
         Run("python benchmarks/bench_sandbox.py --help", cwd="root", expect="--scale"),
     ),
@@ -379,6 +383,18 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
             REAL_EXTRA,
         ),
     ),
+    "behaviortrace bench-sketch --k 8192 --no-slow": (
+        Elsewhere(
+            "tests/test_sketch.py::test_bench_sketch_cli_prints_one_json_object",
+            "the same command at k = 256, one batch of 8",
+        ),
+        Run(tier="full"),
+    ),
+    "python benchmarks/bench_suite.py": (
+        Run("{doc} --help", cwd="root", expect="--bt-cache"),
+    ),
+    "pytest benchmarks --estimator=cosine": (DEFAULT_SUITE,),
+    "/usr/bin/time -v": (DEFAULT_SUITE,),
     "behaviortrace bench-sketch --scale real --k 8192": (
         Elsewhere("tests/test_sketch.py::test_bench_sketch_cli_prints_one_json_object", REAL_EXTRA),
     ),

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from pytest_benchmark.timers import default_timer
 
+from bt_core.artifacts.pages import release, release_seed
 from bt_core.artifacts.readonly import readonly
 from bt_core.artifacts.rollouts import RolloutView
 from bt_core.artifacts.seed import SeedArtifacts
@@ -82,6 +83,14 @@ class Evidence:
         self._effects: dict[str, np.ndarray] = {}  # draw problem name → the causal label
         self._scores: dict[tuple, np.ndarray | EstimatorFailure] = {}
         self._times: dict[tuple, dict[str, dict]] = {}  # estimator key → {problem name: {seed, seconds}}
+        self._mapped_seed: int | None = None  # the seed whose memory-mapped sketches may be resident
+
+    def _visit(self, seed: int) -> None:
+        """Judging reads one seed at a time: on moving to another seed, the pages of the last one's
+        memory-mapped sketches leave this process's memory (`bt_core.artifacts.pages`)."""
+        if self._mapped_seed is not None and self._mapped_seed != seed:
+            release_seed(self.artifacts[self._mapped_seed])
+        self._mapped_seed = seed
 
     @cached_property
     def seeds(self) -> list[int]:
@@ -89,6 +98,7 @@ class Evidence:
 
     # ------------------------------------------------------------------ problems
     def stream_problem(self, seed: int, level: str = "rollout") -> AttributionProblem:
+        self._visit(seed)
         key = ("stream", seed, level)
         if key not in self._problems:
             p, labels, truth = self._stream(self.artifacts[seed], level)
@@ -96,6 +106,7 @@ class Evidence:
         return self._problems[key]
 
     def draw_problem(self, seed: int, draw: int = 0) -> AttributionProblem:
+        self._visit(seed)
         key = ("draw", seed, draw)
         if key not in self._problems:
             p, labels, truth = self._draw(self.artifacts[seed], draw)
@@ -198,7 +209,9 @@ class Evidence:
         """Validated unit scores, (problem.n_units,). Raises EstimatorFailure."""
         key = (spec.key, problem.name)
         if key not in self._scores:
+            self._visit(problem.seed)
             self._scores[key] = self._compute(spec, problem)
+            release(problem.emb)  # one scoring pass read it whole; the next reader faults back what it needs
         res = self._scores[key]
         if isinstance(res, EstimatorFailure):
             raise res

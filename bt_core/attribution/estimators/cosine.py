@@ -39,23 +39,27 @@ def centre_scores(scores: np.ndarray, group: np.ndarray) -> np.ndarray:
     return scores - (np.bincount(inv, weights=scores) / np.bincount(inv))[inv]
 
 
-def group_centred_cosine(problem, kind: str, chunk: int = 4096) -> np.ndarray:
+def group_centred_cosine(problem, kind: str, chunk: int = 4096, block: int = 512) -> np.ndarray:
     """cos(A_u·e_u − ē_{g(u)}, t_{c(u)}) per unit, (n_units,); 0 where either vector is 0.
     Two chunked passes over the embeddings (group sums, then centred dots and norms), so memory is
-    (n_groups, k) — not (n_units, k)."""
+    (n_groups, k) plus one float64 block of `block` rows (or `chunk` rows × `block` columns) — not
+    (n_units, k). The group sums take `chunk` rows at a time one column block after another: each
+    column's sum is the same arithmetic as over all columns at once."""
     t = problem.target(kind).astype(np.float64)
     _, inv = np.unique(problem.group, return_inverse=True)
-    n, n_groups = problem.n_units, int(inv.max()) + 1
+    n, n_groups, k = problem.n_units, int(inv.max()) + 1, t.shape[1]
     w = np.asarray(problem.weight, np.float64)
-    sums = np.zeros((n_groups, t.shape[1]))
+    sums = np.zeros((n_groups, k))
     for lo in range(0, n, chunk):
         rows = np.arange(lo, min(lo + chunk, n))
         onehot = sp.csr_matrix((w[rows], (inv[rows], rows - lo)), shape=(n_groups, rows.size))
-        sums += onehot @ np.asarray(problem.emb[rows], np.float64)
+        for c0 in range(0, k, block):
+            cols = slice(c0, min(c0 + block, k))
+            sums[:, cols] += onehot @ np.asarray(problem.emb[lo: lo + rows.size, cols], np.float64)
     means = sums / np.bincount(inv, minlength=n_groups)[:, None]
     dots, norms = np.zeros(n), np.zeros(n)
-    for lo in range(0, n, chunk):
-        rows = np.arange(lo, min(lo + chunk, n))
+    for lo in range(0, n, block):  # each row's figures are computed alone: the block size changes nothing
+        rows = np.arange(lo, min(lo + block, n))
         c = w[rows, None] * np.asarray(problem.emb[rows], np.float64) - means[inv[rows]]
         dots[rows] = np.einsum("ij,ij->i", c, t[problem.ckpt_index[rows]])
         norms[rows] = np.linalg.norm(c, axis=1)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from bt_core.artifacts.pages import release
 from bt_core.artifacts.targets import check_kind
 from bt_core.attribution.registry import Estimator, register
 
@@ -28,8 +29,10 @@ FORMS = ("auto", "primal", "dual")
 
 
 def _rows(problem, lo: int, hi: int) -> np.ndarray:
-    """Φ rows lo:hi = weight·e, float64, (hi−lo, k)."""
-    return np.asarray(problem.weight[lo:hi], np.float64)[:, None] * np.asarray(problem.emb[lo:hi], np.float64)
+    """Φ rows lo:hi = weight·e, float64, (hi−lo, k); scaled in place (one float64 block, not two)."""
+    phi = np.array(problem.emb[lo:hi], np.float64)
+    phi *= np.asarray(problem.weight[lo:hi], np.float64)[:, None]
+    return phi
 
 
 def _lam(fro2: float, k: int, lam_scale: float, name: str) -> float:
@@ -56,13 +59,38 @@ def trak_primal(problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int
     return out
 
 
-def trak_dual(problem, targets: np.ndarray, lam_scale: float = 0.1) -> np.ndarray:
-    """(ΦΦᵀ + λI)⁻¹ Φ T with the n × n Gram (for n ≤ k); `targets` (C, k) → (n_units, C)."""
+def gram_of(problem, targets: np.ndarray, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray, float]:
+    """ΦΦᵀ (n_units, n_units), Φ·targetsᵀ (n_units, C) and ‖Φ‖²_F, built from row blocks of Φ: two
+    (chunk, k) float64 blocks are held at a time, never the (n_units, k) float64 copy of the embeddings
+    (1 GB for a default stream seed). Each off-diagonal block is computed once and mirrored, so the Gram is
+    exactly symmetric. The embeddings' mapped pages are released after each block, so they do not pile up
+    to the whole map (512 MB) beside the Gram either."""
+    n = problem.emb.shape[0]
+    gram, rhs, fro2 = np.empty((n, n)), np.empty((n, targets.shape[0])), 0.0
+    t = np.asarray(targets, np.float64).T
+    for lo in range(0, n, chunk):
+        hi = min(lo + chunk, n)
+        a = _rows(problem, lo, hi)
+        fro2 += float(np.einsum("ij,ij->", a, a))
+        gram[lo:hi, lo:hi], rhs[lo:hi] = a @ a.T, a @ t
+        for lo2 in range(hi, n, chunk):
+            hi2 = min(lo2 + chunk, n)
+            blk = a @ _rows(problem, lo2, hi2).T
+            gram[lo:hi, lo2:hi2], gram[lo2:hi2, lo:hi] = blk, blk.T
+            release(problem.emb)
+        release(problem.emb)
+    return gram, rhs, fro2
+
+
+def trak_dual(problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int = 1024) -> np.ndarray:
+    """(ΦΦᵀ + λI)⁻¹ Φ T with the n × n Gram (for n ≤ k); `targets` (C, k) → (n_units, C). Memory: the Gram
+    and two row blocks of Φ (`gram_of`); the solve works in the Gram's own buffer."""
     n, k = problem.emb.shape
-    phi = _rows(problem, 0, n)
-    gram = phi @ phi.T
-    gram[np.diag_indices(n)] += _lam(float(np.einsum("ij,ij->", phi, phi)), k, lam_scale, problem.name)
-    return scipy.linalg.solve(gram, phi @ np.asarray(targets, np.float64).T, assume_a="pos")
+    gram, rhs, fro2 = gram_of(problem, targets, chunk)
+    gram[np.diag_indices(n)] += _lam(fro2, k, lam_scale, problem.name)
+    # gram is exactly symmetric, so its transpose (Fortran-ordered) is the same matrix and LAPACK factors
+    # it in place instead of copying n² floats first
+    return scipy.linalg.solve(gram.T, rhs, assume_a="pos", overwrite_a=True)
 
 
 @register

@@ -1,0 +1,98 @@
+"""Memory of judging (issue 25): mapped sketch pages are released, TRAK's dual and the group-centred cosine
+work in blocks. Each test can fail: it measures resident pages or traced allocations against the size of
+what the old code held."""
+
+from __future__ import annotations
+
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from bt_core.artifacts.pages import release, release_seed
+from bt_core.artifacts.readonly import readonly
+from bt_core.artifacts.store import load_array, save_array
+from bt_core.attribution.estimators.cosine import group_centred_cosine
+from bt_core.attribution.estimators.trak import trak_dual
+from bt_core.attribution.problem import AttributionProblem
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+
+
+def _resident_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.fixture
+def mapped(tmp_path) -> np.ndarray:
+    """A 64 MiB float32 array saved and loaded the way the store loads sketches (a read-only map)."""
+    save_array(tmp_path / "emb.npy", np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32))
+    return load_array(tmp_path / "emb.npy")
+
+
+@linux
+def test_release_drops_a_read_maps_pages_and_keeps_its_values(mapped):
+    view = readonly(mapped)[100:]  # what a problem holds: a read-only view of the map
+    total = float(np.asarray(view, np.float64).sum())
+    before = _resident_mib()
+    assert release(view) == 1
+    after = _resident_mib()
+    assert before - after > 50, (before, after)  # the 64 MiB of pages it had read left the resident set
+    assert float(np.asarray(view, np.float64).sum()) == total  # and the values read back are the same
+
+
+def test_release_ignores_arrays_that_are_not_maps():
+    assert release(np.zeros(10), readonly(np.ones(3)), None) == 0
+
+
+@linux
+def test_release_seed_releases_stream_and_draw_sketches(mapped, tmp_path):
+    class Sk:
+        def __init__(self, emb):
+            self.emb, self.step_emb = emb, None
+
+    class Draw:
+        sketches = Sk(mapped[:10])
+
+    class Seed:
+        sketches, draws = Sk(mapped), [Draw()]
+
+    np.asarray(mapped, np.float64).sum()
+    before = _resident_mib()
+    assert release_seed(Seed()) == 1  # both views share one map: released once
+    assert before - _resident_mib() > 50
+
+
+def _peak_mib(fn) -> float:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def test_trak_dual_never_holds_a_float64_copy_of_the_embeddings():
+    n, k = 1024, 2048
+    p = AttributionProblem.synthetic(n_units=n, k=k, n_ckpt=2, group_size=4, seed=1)
+    t = np.asarray(p.targets["in_context"])
+    phi_mib = n * k * 8 / 2**20  # 16 MiB: what the old dual held, besides the Gram (8 MiB) and its copy
+    peak = _peak_mib(lambda: trak_dual(p, t, chunk=128))
+    assert peak < phi_mib, peak  # Gram + two 2 MiB row blocks
+
+
+def test_group_centred_cosine_works_in_blocks():
+    n, k = 2048, 2048
+    p = AttributionProblem.synthetic(n_units=n, k=k, n_ckpt=2, group_size=4, seed=2)
+    full_mib = n * k * 8 / 2**20  # 32 MiB: one float64 temporary of the old 4096-row chunk (n < 4096: all rows)
+    peak = _peak_mib(lambda: group_centred_cosine(p, "in_context", block=128))
+    assert peak < full_mib, peak
+
+
+def test_release_leaves_a_writable_map_alone(tmp_path):
+    m = np.lib.format.open_memmap(tmp_path / "w.npy", mode="w+", dtype=np.float32, shape=(8, 8))
+    m[:] = 1.0
+    assert release(m) == 0  # its unwritten pages would be lost, so it is not advised
+    assert float(m.sum()) == 64.0
