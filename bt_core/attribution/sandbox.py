@@ -264,8 +264,10 @@ class Isolated:
         worker = [sys.executable, "-m", "bt_core.attribution.worker"]
         if self.bwrap is None:
             return [*worker, str(self.problems), str(out)], worker_env(str(out), path), out
+        # the empty /tmp first: bwrap applies mounts in order, so an environment or a checkout that
+        # lives under /tmp (a CI runner's clone, a scratch venv) is bound on top of it, not hidden by it
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-                *_system_mounts(), "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+                "--tmpfs", "/tmp", *_system_mounts(), "--proc", "/proc", "--dev", "/dev"]
         for p in [*_package_dirs(), *mounts, *declared_files(spec)]:
             args += ["--ro-bind", str(p), str(p)]
         args += ["--ro-bind", str(self.problems), "/bt/problems", "--bind", str(out), "/bt/out"]
