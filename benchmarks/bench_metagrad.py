@@ -1,8 +1,9 @@
-"""Metagradient benchmark: what the exact metagradient (`metagrad`) costs per seed, beside one replay of the
-trained window measured in the same run.
+r"""Metagradient benchmark: what the exact metagradient (`metagrad`) costs per seed, beside one
+replay of the trained window measured in the same run.
 
     python benchmarks/bench_metagrad.py --scale smoke --seeds 0 1 2
-    python benchmarks/bench_metagrad.py --scale default --seeds 0 1 2 3 4 --bt-cache /tmp/bt --json out.json
+    python benchmarks/bench_metagrad.py --scale default --seeds 0 1 2 3 4 --bt-cache /tmp/bt \
+        --json out.json
 
 For each seed the run and its replays are built or loaded through the cache (not timed). Then, each
 in its own fresh process with one torch thread (so that its peak memory is its own): one replay of
@@ -55,8 +56,15 @@ def _job(scale: str, seed: int, cache: str, what: str, repeats: int, q) -> None:
     from bt_core.training.model import torch_threads
 
     s = get_scale(scale)
-    a = build_all(ArtifactStore(cache), s.run, s.sketch, s.draws, [seed], workers=1,
-                  counterfactual=s.counterfactual)[seed]
+    a = build_all(
+        ArtifactStore(cache),
+        s.run,
+        s.sketch,
+        s.draws,
+        [seed],
+        workers=1,
+        counterfactual=s.counterfactual,
+    )[seed]
     run, measure = a.run, a.replays.measure
     rss0 = _mem_kb("VmRSS")
     out = {"cpu": [], "wall": []}
@@ -74,16 +82,29 @@ def _job(scale: str, seed: int, cache: str, what: str, repeats: int, q) -> None:
                 behavior_nll(model, measure.examples, run.codec.pad_id)
             out["steps"] = measure.step
         else:
-            stream = LoggedStream(run.rollouts, run.codec, run.model_at, run.optimizer_at,
-                                  tuple(run.checkpoint_steps), run.config.grpo.grad_clip)
+            stream = LoggedStream(
+                run.rollouts,
+                run.codec,
+                run.model_at,
+                run.optimizer_at,
+                tuple(run.checkpoint_steps),
+                run.config.grpo.grad_clip,
+            )
             with torch_threads(1):
                 r = metagradient(stream, measure.examples, measure.step, dtype=getattr(torch, what))
-            out.update(forward_s=round(r["forward_s"], 3), reverse_s=round(r["reverse_s"], 3),
-                       drift=r["drift"], segments=r["segments"])
+            out.update(
+                forward_s=round(r["forward_s"], 3),
+                reverse_s=round(r["reverse_s"], 3),
+                drift=r["drift"],
+                segments=r["segments"],
+            )
         out["wall"].append(time.perf_counter() - t0)
         out["cpu"].append(time.process_time() - c0)
-    out.update(peak_mb=round(_mem_kb("VmHWM") / 1024, 1), rise_mb=round((_mem_kb("VmHWM") - rss0) / 1024, 1),
-               n_params=sum(p.numel() for p in run.model_at(0).parameters()))
+    out.update(
+        peak_mb=round(_mem_kb("VmHWM") / 1024, 1),
+        rise_mb=round((_mem_kb("VmHWM") - rss0) / 1024, 1),
+        n_params=sum(p.numel() for p in run.model_at(0).parameters()),
+    )
     q.put(out)
 
 
@@ -97,36 +118,67 @@ def measure(scale: str, seed: int, cache: str, what: str, repeats: int) -> dict:
     return out
 
 
-def bench_seed(scale: str, seed: int, cache: str, repeats: int, dtypes: tuple[str, ...]) -> list[dict]:
+def bench_seed(
+    scale: str, seed: int, cache: str, repeats: int, dtypes: tuple[str, ...]
+) -> list[dict]:
     rep = measure(scale, seed, cache, "replay", repeats)
     rep64 = measure(scale, seed, cache, "replay64", repeats)
     rows = []
     for what in dtypes:
         mg = measure(scale, seed, cache, what, repeats)
-        rows.append({"scale": scale, "seed": seed, "dtype": what, "n_params": mg["n_params"],
-                     "steps": rep["steps"], "replay_cpu_s": round(min(rep["cpu"]), 3),
-                     "replay_f64_cpu_s": round(min(rep64["cpu"]), 3),
-                     "metagrad_cpu_s": round(min(mg["cpu"]), 3), "metagrad_wall_s": round(min(mg["wall"]), 3),
-                     "ratio": round(min(mg["cpu"]) / min(rep["cpu"]), 2), "forward_s": mg["forward_s"],
-                     "reverse_s": mg["reverse_s"], "drift": mg["drift"], "peak_mb": mg["peak_mb"],
-                     "rise_mb": mg["rise_mb"], "replay_peak_mb": rep["peak_mb"], "replay_rise_mb": rep["rise_mb"]})
+        rows.append(
+            {
+                "scale": scale,
+                "seed": seed,
+                "dtype": what,
+                "n_params": mg["n_params"],
+                "steps": rep["steps"],
+                "replay_cpu_s": round(min(rep["cpu"]), 3),
+                "replay_f64_cpu_s": round(min(rep64["cpu"]), 3),
+                "metagrad_cpu_s": round(min(mg["cpu"]), 3),
+                "metagrad_wall_s": round(min(mg["wall"]), 3),
+                "ratio": round(min(mg["cpu"]) / min(rep["cpu"]), 2),
+                "forward_s": mg["forward_s"],
+                "reverse_s": mg["reverse_s"],
+                "drift": mg["drift"],
+                "peak_mb": mg["peak_mb"],
+                "rise_mb": mg["rise_mb"],
+                "replay_peak_mb": rep["peak_mb"],
+                "replay_rise_mb": rep["rise_mb"],
+            }
+        )
         print(" ".join(f"{k}={v}" for k, v in rows[-1].items()), file=sys.stderr, flush=True)
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--scale", default="smoke", choices=["smoke", "default"], help="preset (default: smoke)")
+    p.add_argument(
+        "--scale", default="smoke", choices=["smoke", "default"], help="preset (default: smoke)"
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default: 0)")
-    p.add_argument("--repeats", type=int, default=2, help="runs of each; the fastest counts (default: 2)")
-    p.add_argument("--bt-cache", default=os.environ.get("BEHAVIORTRACE_CACHE", ".bt_cache"),
-                   help="artifact cache for the runs (default: $BEHAVIORTRACE_CACHE or ./.bt_cache)")
-    p.add_argument("--dtypes", nargs="+", default=["float64", "float32"], choices=["float64", "float32"],
-                   help="metagrad precisions to time (default: float64 float32)")
+    p.add_argument(
+        "--repeats", type=int, default=2, help="runs of each; the fastest counts (default: 2)"
+    )
+    p.add_argument(
+        "--bt-cache",
+        default=os.environ.get("BEHAVIORTRACE_CACHE", ".bt_cache"),
+        help="artifact cache for the runs (default: $BEHAVIORTRACE_CACHE or ./.bt_cache)",
+    )
+    p.add_argument(
+        "--dtypes",
+        nargs="+",
+        default=["float64", "float32"],
+        choices=["float64", "float32"],
+        help="metagrad precisions to time (default: float64 float32)",
+    )
     p.add_argument("--json", metavar="PATH", default=None, help="also write the rows as JSON here")
     args = p.parse_args(argv)
-    rows = [r for seed in args.seeds
-            for r in bench_seed(args.scale, seed, args.bt_cache, args.repeats, tuple(args.dtypes))]
+    rows = [
+        r
+        for seed in args.seeds
+        for r in bench_seed(args.scale, seed, args.bt_cache, args.repeats, tuple(args.dtypes))
+    ]
     cols = list(rows[0])
     print(tabulate([[r[k] for k in cols] for r in rows], headers=cols))
     if args.json:

@@ -1,17 +1,18 @@
-"""Replay benchmark: counterfactual replays per minute per core, and what a seed's replays cost.
+r"""Replay benchmark: counterfactual replays per minute per core, and what a seed's replays cost.
 
     python benchmarks/bench_replay.py --scale smoke
-    python benchmarks/bench_replay.py --scale default --seeds 0 --repeats 3 --bt-cache /tmp/bt --json out.json
+    python benchmarks/bench_replay.py --scale default --seeds 0 --repeats 3 --bt-cache /tmp/bt \
+        --json out.json
 
 For each seed the run is built or loaded through the cache (training is not timed), then `--repeats`
-replays of each kind in the seed's plan (`bt_core.counterfactual.plan.plan`) are run in this process with
-the preset's thread count (1): an LDS subset (half the trained window removed, so every step from 0 is
-replayed), leave-GT-out, one equal-size random removal and no-bonus (advantages recomputed). The figures are
-the process CPU seconds per replay (on a loaded machine the quiet wall time of a single-threaded run) and
-replays/min/core = 60 / CPU s; the seed's total is the plan's replay count × the LDS replay's cost (the
-plan is dominated by the LDS subsets). The replay ÷ logged-training-update ratio compares a replay's CPU
-time with the run's own GRPO update time over the same steps (from its summary). Not a pytest file:
-nothing here asserts a timing.
+replays of each kind in the seed's plan (`bt_core.counterfactual.plan.plan`) are run in this process
+with the preset's thread count (1): an LDS subset (half the trained window removed, so every step
+from 0 is replayed), leave-GT-out, one equal-size random removal and no-bonus (advantages
+recomputed). The figures are the process CPU seconds per replay (on a loaded machine the quiet wall
+time of a single-threaded run) and replays/min/core = 60 / CPU s; the seed's total is the plan's
+replay count × the LDS replay's cost (the plan is dominated by the LDS subsets). The replay ÷
+logged-training-update ratio compares a replay's CPU time with the run's own GRPO update time over
+the same steps (from its summary). Not a pytest file: nothing here asserts a timing.
 """
 
 from __future__ import annotations
@@ -52,26 +53,49 @@ def bench_seed(scale: str, seed: int, cache: str, repeats: int) -> list[dict]:
             wall.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
         c = min(cpu)  # the least disturbed repeat
-        rows.append({"scale": scale, "seed": seed, "replay": kind, "removed": int(specs[kind].removed.size),
-                     "steps": fig["steps_replayed"], "cpu_s": round(c, 3), "wall_s": round(min(wall), 3),
-                     "replays_per_min_core": round(60.0 / c, 1),
-                     "replay/update": round(c / max(upd_per_step * max(fig["steps_replayed"], 1), 1e-9), 2),
-                     "plan_replays": len(specs),
-                     "seed_total_cpu_s": round(len(specs) * c, 1) if kind == "lds_0" else None})
+        rows.append(
+            {
+                "scale": scale,
+                "seed": seed,
+                "replay": kind,
+                "removed": int(specs[kind].removed.size),
+                "steps": fig["steps_replayed"],
+                "cpu_s": round(c, 3),
+                "wall_s": round(min(wall), 3),
+                "replays_per_min_core": round(60.0 / c, 1),
+                "replay/update": round(
+                    c / max(upd_per_step * max(fig["steps_replayed"], 1), 1e-9), 2
+                ),
+                "plan_replays": len(specs),
+                "seed_total_cpu_s": round(len(specs) * c, 1) if kind == "lds_0" else None,
+            }
+        )
         print(" ".join(f"{k}={v}" for k, v in rows[-1].items()), file=sys.stderr, flush=True)
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--scale", default="smoke", choices=["smoke", "default"], help="preset (default: smoke)")
+    p.add_argument(
+        "--scale", default="smoke", choices=["smoke", "default"], help="preset (default: smoke)"
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default: 0)")
-    p.add_argument("--repeats", type=int, default=3, help="replays of each kind; the fastest counts (default: 3)")
-    p.add_argument("--bt-cache", default=os.environ.get("BEHAVIORTRACE_CACHE", ".bt_cache"),
-                   help="artifact cache for the runs (default: $BEHAVIORTRACE_CACHE or ./.bt_cache)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="replays of each kind; the fastest counts (default: 3)",
+    )
+    p.add_argument(
+        "--bt-cache",
+        default=os.environ.get("BEHAVIORTRACE_CACHE", ".bt_cache"),
+        help="artifact cache for the runs (default: $BEHAVIORTRACE_CACHE or ./.bt_cache)",
+    )
     p.add_argument("--json", metavar="PATH", default=None, help="also write the rows as JSON here")
     args = p.parse_args(argv)
-    rows = [r for seed in args.seeds for r in bench_seed(args.scale, seed, args.bt_cache, args.repeats)]
+    rows = [
+        r for seed in args.seeds for r in bench_seed(args.scale, seed, args.bt_cache, args.repeats)
+    ]
     cols = list(rows[0])
     print(tabulate([[r[k] for k in cols] for r in rows], headers=cols))
     if args.json:

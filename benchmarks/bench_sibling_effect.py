@@ -38,8 +38,15 @@ def measure(scale: str, seed: int, cache: str, repeats: int) -> dict:
     from bt_core.training.model import torch_threads
 
     s = get_scale(scale)
-    a = build_all(ArtifactStore(cache), s.run, s.sketch, s.draws, [seed], workers=1,
-                  counterfactual=s.counterfactual)[seed]
+    a = build_all(
+        ArtifactStore(cache),
+        s.run,
+        s.sketch,
+        s.draws,
+        [seed],
+        workers=1,
+        counterfactual=s.counterfactual,
+    )[seed]
     d = a.draws[0]
     cpu, wall = [], []
     for _ in range(repeats):
@@ -52,11 +59,18 @@ def measure(scale: str, seed: int, cache: str, repeats: int) -> dict:
     manifest = json.loads((Path(cache) / "draws" / a.keys["draw0"] / "manifest.json").read_text())
     n_draws = len(a.draws)
     per = 1e3 * min(cpu) / len(d.rollouts)
-    return {"seed": seed, "siblings": len(d.rollouts), "cpu_s": round(min(cpu), 3),
-            "wall_s": round(min(wall), 3), "ms_per_sibling": round(per, 2),
-            "draws": n_draws, "cpu_s_per_seed": round(n_draws * min(cpu), 2),
-            "draw_build_cpu_s": manifest.get("cpu_s"), "equals_stored": same,
-            "audit": out["audit"]["sign_agreement"]}
+    return {
+        "seed": seed,
+        "siblings": len(d.rollouts),
+        "cpu_s": round(min(cpu), 3),
+        "wall_s": round(min(wall), 3),
+        "ms_per_sibling": round(per, 2),
+        "draws": n_draws,
+        "cpu_s_per_seed": round(n_draws * min(cpu), 2),
+        "draw_build_cpu_s": manifest.get("cpu_s"),
+        "equals_stored": same,
+        "audit": out["audit"]["sign_agreement"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

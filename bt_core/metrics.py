@@ -1,6 +1,7 @@
 """Attribution metrics (PAPER_NOTES "Metrics"). Pure functions of arrays and labels only.
 
-Shapes: `scores`, `labels`, `groups`, `blocks`: (n,). Labels are booleans (ground truth or behavior).
+Shapes: `scores`, `labels`, `groups`, `blocks`: (n,). Labels are booleans (ground truth or
+behavior).
 """
 
 from __future__ import annotations
@@ -54,29 +55,38 @@ def ceiling_precision(blocks: np.ndarray, labels: np.ndarray, k: int | None = No
     return precision_at_k(density[inv], labels, k)
 
 
-def within_group_auc(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> tuple[float, int]:
+def within_group_auc(
+    scores: np.ndarray, labels: np.ndarray, groups: np.ndarray
+) -> tuple[float, int]:
     """Share of (positive, negative) pairs in the same group where the positive scores higher; ties
     count 0.5. Returns (auc, n_pairs); auc is nan when no group holds both labels."""
-    wins, pairs = _group_wins(np.asarray(scores, float), np.asarray(labels, bool), np.asarray(groups))
+    wins, pairs = _group_wins(
+        np.asarray(scores, float), np.asarray(labels, bool), np.asarray(groups)
+    )
     total = pairs.sum()
     return (float(wins.sum() / total) if total else float("nan")), int(total)
 
 
-def _group_wins(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per group (in `np.unique(groups)` order): (wins, pairs), with ties as half wins. The Mann-Whitney
-    count from average ranks within each group, for all groups in one sort (a per-group `rankdata` loop
-    cost ~20 s of a default suite: thousands of groups of 8)."""
+def _group_wins(
+    scores: np.ndarray, labels: np.ndarray, groups: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group (in `np.unique(groups)` order): (wins, pairs), with ties as half wins. The
+    Mann-Whitney count from average ranks within each group, for all groups in one sort (a per-group
+    `rankdata` loop cost ~20 s of a default suite: thousands of groups of 8)."""
     _, inv = np.unique(groups, return_inverse=True)
     n_groups = int(inv.max()) + 1 if inv.size else 0
     order = np.lexsort((scores, inv))  # by group, then score
     g, sc = inv[order], scores[order]
-    new_block = np.r_[True, (g[1:] != g[:-1]) | (sc[1:] != sc[:-1])] if g.size else np.zeros(0, bool)
+    new_block = (
+        np.r_[True, (g[1:] != g[:-1]) | (sc[1:] != sc[:-1])] if g.size else np.zeros(0, bool)
+    )
     block = np.cumsum(new_block) - 1
     pos = np.arange(g.size, dtype=np.float64)
     group_start = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1] if g.size else np.zeros(0, int)
     start_of = np.zeros(n_groups, np.int64)
     start_of[g[group_start]] = group_start
-    # average rank of a tie block (1-based within its group) = mean of its positions − group start + 1
+    # average rank of a tie block (1-based within its group) = mean of its positions − group start +
+    # 1
     block_rank = np.bincount(block, weights=pos) / np.bincount(block)
     rank = block_rank[block] - start_of[g] + 1.0
     y = labels[order]
@@ -84,14 +94,24 @@ def _group_wins(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> t
     n_all = np.bincount(g, minlength=n_groups).astype(np.float64)
     n_neg = n_all - n_pos
     both = (n_pos > 0) & (n_neg > 0)
-    wins = np.where(both, np.bincount(g, weights=rank * y, minlength=n_groups) - n_pos * (n_pos + 1) / 2, 0.0)
+    wins = np.where(
+        both, np.bincount(g, weights=rank * y, minlength=n_groups) - n_pos * (n_pos + 1) / 2, 0.0
+    )
     return wins, np.where(both, n_pos * n_neg, 0.0)
 
 
-def group_bootstrap_ci(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, n_boot: int = 1000,
-                       alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
+def group_bootstrap_ci(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    groups: np.ndarray,
+    n_boot: int = 1000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> tuple[float, float]:
     """Percentile CI of the within-group AUC, resampling whole groups (cluster bootstrap)."""
-    wins, pairs = _group_wins(np.asarray(scores, float), np.asarray(labels, bool), np.asarray(groups))
+    wins, pairs = _group_wins(
+        np.asarray(scores, float), np.asarray(labels, bool), np.asarray(groups)
+    )
     keep = pairs > 0
     wins, pairs = wins[keep], pairs[keep]
     if not keep.any():
@@ -102,10 +122,18 @@ def group_bootstrap_ci(scores: np.ndarray, labels: np.ndarray, groups: np.ndarra
     return float(np.quantile(aucs, alpha / 2)), float(np.quantile(aucs, 1 - alpha / 2))
 
 
-def paired_group_auc_diff(a: np.ndarray, b: np.ndarray, labels: np.ndarray, groups: np.ndarray,
-                          n_boot: int = 10_000, alpha: float = 0.05, seed: int = 0) -> dict:
-    """Paired cluster bootstrap of the within-group AUC difference AUC(a) − AUC(b): whole groups are resampled
-    and both scores are judged on the same resample. Returns the point difference and its percentile CI."""
+def paired_group_auc_diff(
+    a: np.ndarray,
+    b: np.ndarray,
+    labels: np.ndarray,
+    groups: np.ndarray,
+    n_boot: int = 10_000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> dict:
+    """Paired cluster bootstrap of the within-group AUC difference AUC(a) − AUC(b): whole groups are
+    resampled and both scores are judged on the same resample. Returns the point difference and its
+    percentile CI."""
     labels, groups = np.asarray(labels, bool), np.asarray(groups)
     wa, pairs = _group_wins(np.asarray(a, float), labels, groups)
     wb, _ = _group_wins(np.asarray(b, float), labels, groups)
@@ -134,9 +162,11 @@ def residualize(scores: np.ndarray, covariate: np.ndarray, groups: np.ndarray) -
     return yc - b * xc
 
 
-def resample_counts(clusters: np.ndarray, n_boot: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """A cluster bootstrap as multiplicities: (inv (n,) cluster index of each item, counts (n_boot, m) how
-    often each of the m clusters is drawn in each resample; every row sums to m)."""
+def resample_counts(
+    clusters: np.ndarray, n_boot: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """A cluster bootstrap as multiplicities: (inv (n,) cluster index of each item, counts (n_boot,
+    m) how often each of the m clusters is drawn in each resample; every row sums to m)."""
     _, inv = np.unique(np.asarray(clusters), return_inverse=True)
     m = int(inv.max()) + 1 if inv.size else 0
     pick = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
@@ -144,16 +174,17 @@ def resample_counts(clusters: np.ndarray, n_boot: int, seed: int = 0) -> tuple[n
     return inv, counts.reshape(n_boot, m).astype(np.int32)
 
 
-def precision_resamples(scores: np.ndarray, labels: np.ndarray, inv: np.ndarray, counts: np.ndarray,
-                        chunk: int = 1000) -> np.ndarray:
-    """precision@|GT| of `scores` on every resample of `resample_counts`: (n_boot,), NaN where a resample
-    holds no GT. Exactly `precision_at_k` of the concatenated resample (an item drawn c times is c tied
-    copies), computed without building it: items are sorted once into tie groups; a resample's weight of
-    each tie group (how many copies it holds) and its GT weight are the sparse product of the resample's
-    cluster multiplicities with the (tie group × cluster) item counts. Only the top of the ranking is read —
-    the shortest run of tie groups whose weight reaches k in every resample — so the cost is
-    O(n_boot × prefix items), not O(n_boot × n). Every sum is of integers: exact (float32 while a resample's
-    total weight stays below 2^24, float64 beyond)."""
+def precision_resamples(
+    scores: np.ndarray, labels: np.ndarray, inv: np.ndarray, counts: np.ndarray, chunk: int = 1000
+) -> np.ndarray:
+    """precision@|GT| of `scores` on every resample of `resample_counts`: (n_boot,), NaN where a
+    resample holds no GT. Exactly `precision_at_k` of the concatenated resample (an item drawn c
+    times is c tied copies), computed without building it: items are sorted once into tie groups; a
+    resample's weight of each tie group (how many copies it holds) and its GT weight are the sparse
+    product of the resample's cluster multiplicities with the (tie group × cluster) item counts.
+    Only the top of the ranking is read — the shortest run of tie groups whose weight reaches k in
+    every resample — so the cost is O(n_boot × prefix items), not O(n_boot × n). Every sum is of
+    integers: exact (float32 while a resample's total weight stays below 2^24, float64 beyond)."""
     import scipy.sparse
 
     s, y = np.asarray(scores, np.float64), np.asarray(labels, bool)
@@ -168,12 +199,14 @@ def precision_resamples(scores: np.ndarray, labels: np.ndarray, inv: np.ndarray,
     out = np.full(n_boot, np.nan)
     if ss.size == 0:
         return out
-    # First prefix: the tie groups holding 1.15·max k + 64 items. A resample's weight of a prefix of t items
-    # has mean t and SD ≈ √(Σ_c n_c²) (n_c items of cluster c in it), far below 0.15·t at the suite's sizes;
-    # a chunk whose resamples fall short widens it (×1.5 each time) and is redone.
+    # First prefix: the tie groups holding 1.15·max k + 64 items. A resample's weight of a prefix of
+    # t items has mean t and SD ≈ √(Σ_c n_c²) (n_c items of cluster c in it), far below 0.15·t at
+    # the suite's sizes; a chunk whose resamples fall short widens it (×1.5 each time) and is
+    # redone.
     need = 1.15 * max(float(k.max()), 1.0) + 64
     n_groups = int(np.searchsorted(ends, min(need, ends[-1]), side="left")) + 1
-    total = counts @ np.bincount(inv, minlength=m)  # (n_boot,) items in each resample: the largest sum below
+    # (n_boot,) items in each resample: the largest sum below
+    total = counts @ np.bincount(inv, minlength=m)
     exact = np.float32 if total.max() < 2**24 else np.float64
     counts_t = counts.T.astype(exact)  # (m, n_boot)
     lo = 0
@@ -181,26 +214,29 @@ def precision_resamples(scores: np.ndarray, labels: np.ndarray, inv: np.ndarray,
         n_groups = min(n_groups, ends.size)
         t = int(ends[n_groups - 1])
         shape = (n_groups, m)
-        a_w = scipy.sparse.csr_matrix((np.ones(t, exact), (group[:t], cl[:t])), shape=shape)  # duplicates sum
+        # duplicates sum
+        a_w = scipy.sparse.csr_matrix((np.ones(t, exact), (group[:t], cl[:t])), shape=shape)
         a_g = scipy.sparse.csr_matrix((ys[:t].astype(exact), (group[:t], cl[:t])), shape=shape)
         while lo < n_boot:
-            # (n_groups, b): resamples along columns, so the running sums over groups need no transpose
-            w = a_w @ counts_t[:, lo: lo + chunk]  # copies of each tie group in each resample
+            # (n_groups, b): resamples along columns, so the running sums over groups need no
+            # transpose
+            w = a_w @ counts_t[:, lo : lo + chunk]  # copies of each tie group in each resample
             cum_w = np.cumsum(w, axis=0)
-            kk = k[lo: lo + chunk]
+            kk = k[lo : lo + chunk]
             if n_groups < ends.size and not (cum_w[-1] >= kk).all():
                 n_groups = int(n_groups * 1.5) + 1
                 break  # widen the prefix and redo this chunk
-            g = a_g @ counts_t[:, lo: lo + chunk]  # GT copies of each tie group
+            g = a_g @ counts_t[:, lo : lo + chunk]  # GT copies of each tie group
             cols = np.arange(w.shape[1])
-            star = np.minimum((cum_w < kk[None, :]).sum(axis=0), n_groups - 1)  # first group reaching k
+            # first group reaching k
+            star = np.minimum((cum_w < kk[None, :]).sum(axis=0), n_groups - 1)
             w_star = w[star, cols].astype(np.float64)
             before_w = cum_w[star, cols].astype(np.float64) - w_star
             g_star = g[star, cols].astype(np.float64)
             before_g = np.cumsum(g, axis=0)[star, cols].astype(np.float64) - g_star
             with np.errstate(invalid="ignore", divide="ignore"):
                 hits = before_g + g_star * (kk - before_w) / w_star
-                out[lo: lo + chunk] = np.where(kk > 0, hits / kk, np.nan)
+                out[lo : lo + chunk] = np.where(kk > 0, hits / kk, np.nan)
             lo += chunk
     return out
 
@@ -214,12 +250,20 @@ def percentile_ci(values: np.ndarray, alpha: float = 0.05) -> tuple[float, float
     return float(np.quantile(v, alpha / 2)), float(np.quantile(v, 1 - alpha / 2))
 
 
-def paired_bootstrap_precision(a: np.ndarray, b: np.ndarray, labels: np.ndarray, clusters: np.ndarray,
-                               n_boot: int = 10_000, alpha: float = 0.05, seed: int = 0) -> dict:
+def paired_bootstrap_precision(
+    a: np.ndarray,
+    b: np.ndarray,
+    labels: np.ndarray,
+    clusters: np.ndarray,
+    n_boot: int = 10_000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> dict:
     """Paired cluster bootstrap of precision@|GT| for two rankings `a` and `b` of the same items.
 
-    Whole clusters (e.g. optimizer steps, whose rollouts share parameters and GT status) are resampled
-    with replacement; both rankings are scored on every resample with k = |GT| of that resample.
+    Whole clusters (e.g. optimizer steps, whose rollouts share parameters and GT status) are
+    resampled with replacement; both rankings are scored on every resample with k = |GT| of that
+    resample.
     Returns the point difference a − b and the percentile CI of the difference (in precision units).
     Vectorized (`precision_resamples`): 10,000 resamples of 16,000 rollouts take about a second."""
     labels = np.asarray(labels, bool)
@@ -230,12 +274,17 @@ def paired_bootstrap_precision(a: np.ndarray, b: np.ndarray, labels: np.ndarray,
     return {"diff": point, "ci_lo": lo, "ci_hi": hi, "n_boot": int(np.isfinite(d).sum())}
 
 
-def random_spread(labels: np.ndarray, blocks: np.ndarray | None = None, n_perm: int = 10_000, q: float = 0.95,
-                  seed: int = 0) -> float:
-    """How far above chance a random ranking reaches: the q-quantile of (precision@|GT| − chance) over
-    random rankings. Without `blocks` it is exact: a random ranking's top |GT| is a random |GT|-subset, so
-    its hits are hypergeometric. With `blocks` (e.g. steps at step level), whole blocks are ranked
-    together and the quantile is estimated from `n_perm` random block orders."""
+def random_spread(
+    labels: np.ndarray,
+    blocks: np.ndarray | None = None,
+    n_perm: int = 10_000,
+    q: float = 0.95,
+    seed: int = 0,
+) -> float:
+    """How far above chance a random ranking reaches: the q-quantile of (precision@|GT| − chance)
+    over random rankings. Without `blocks` it is exact: a random ranking's top |GT| is a random
+    |GT|-subset, so its hits are hypergeometric. With `blocks` (e.g. steps at step level), whole
+    blocks are ranked together and the quantile is estimated from `n_perm` random block orders."""
     labels = np.asarray(labels, bool)
     n, k = labels.size, int(labels.sum())
     ch = chance(labels)
@@ -255,13 +304,15 @@ def random_spread(labels: np.ndarray, blocks: np.ndarray | None = None, n_perm: 
         star = (cum < k).sum(axis=1)
         rows = np.arange(order.shape[0])
         before_g = np.cumsum(g, axis=1)[rows, star] - g[rows, star]
-        vals.append((before_g + g[rows, star] * (k - (cum[rows, star] - w[rows, star])) / w[rows, star]) / k)
+        vals.append(
+            (before_g + g[rows, star] * (k - (cum[rows, star] - w[rows, star])) / w[rows, star]) / k
+        )
     return float(np.quantile(np.concatenate(vals) - ch, q))
 
 
 def t_mean_ci(values: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
-    """Student-t interval of the mean of a few values (e.g. one figure per seed); (nan, nan) for fewer than
-    two. With equal values the interval is the value itself."""
+    """Student-t interval of the mean of a few values (e.g. one figure per seed); (nan, nan) for
+    fewer than two. With equal values the interval is the value itself."""
     from scipy.stats import t
 
     v = np.asarray([x for x in values if x == x], float)
@@ -271,7 +322,9 @@ def t_mean_ci(values: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
     return float(v.mean() - half), float(v.mean() + half)
 
 
-def residualize_bins(scores: np.ndarray, covariate: np.ndarray, groups: np.ndarray, n_bins: int = 5) -> np.ndarray:
+def residualize_bins(
+    scores: np.ndarray, covariate: np.ndarray, groups: np.ndarray, n_bins: int = 5
+) -> np.ndarray:
     """Nonlinear fluency control: centre within groups, then subtract the mean centred score of the
     covariate's quantile bin (a step-function fit instead of one slope)."""
     y = np.asarray(scores, float)
@@ -282,12 +335,19 @@ def residualize_bins(scores: np.ndarray, covariate: np.ndarray, groups: np.ndarr
     xc = x - (np.bincount(inv, weights=x) / counts)[inv]
     edges = np.unique(np.quantile(xc, np.linspace(0, 1, n_bins + 1)[1:-1]))
     b = np.searchsorted(edges, xc, side="right")
-    means = np.bincount(b, weights=yc, minlength=b.max() + 1) / np.maximum(np.bincount(b, minlength=b.max() + 1), 1)
+    means = np.bincount(b, weights=yc, minlength=b.max() + 1) / np.maximum(
+        np.bincount(b, minlength=b.max() + 1), 1
+    )
     return yc - means[b]
 
 
-def matched_pair_auc(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, covariate: np.ndarray,
-                     caliper: float = 0.10) -> tuple[float, int]:
+def matched_pair_auc(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    groups: np.ndarray,
+    covariate: np.ndarray,
+    caliper: float = 0.10,
+) -> tuple[float, int]:
     """AUC over (positive, negative) pairs of the same group whose covariates differ by ≤ `caliper`
     (fluency-matched pairs); ties 0.5. Returns (auc, n_pairs); nan when no pair matches."""
     s, y, x, g = (np.asarray(a) for a in (scores, labels, covariate, groups))
@@ -319,8 +379,9 @@ def within_group_spearman(scores: np.ndarray, y: np.ndarray, groups: np.ndarray)
     return out
 
 
-def cluster_bootstrap_mean_ci(values: np.ndarray, clusters: np.ndarray, n_boot: int = 1000, alpha: float = 0.05,
-                              seed: int = 0) -> tuple[float, float]:
+def cluster_bootstrap_mean_ci(
+    values: np.ndarray, clusters: np.ndarray, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float]:
     """Percentile CI of the mean of `values`, resampling whole clusters; (nan, nan) when empty."""
     values, clusters = np.asarray(values, float), np.asarray(clusters)
     if values.size == 0:
@@ -332,10 +393,11 @@ def cluster_bootstrap_mean_ci(values: np.ndarray, clusters: np.ndarray, n_boot: 
     return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
 
 
-# --------------------------------------------------------------------------- linear datamodeling score (LDS)
+# --------------------------------------------------------------------------- linear datamodeling
+# score (LDS)
 def spearman_rows(pred: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Spearman ρ of each row of `pred` (..., M) with `y` (..., M) (broadcast): Pearson of average ranks
-    (`scipy.stats.rankdata`, ties averaged). A constant row gives NaN."""
+    """Spearman ρ of each row of `pred` (..., M) with `y` (..., M) (broadcast): Pearson of average
+    ranks (`scipy.stats.rankdata`, ties averaged). A constant row gives NaN."""
     from scipy.stats import rankdata
 
     rp = rankdata(np.asarray(pred, np.float64), axis=-1)
@@ -348,20 +410,22 @@ def spearman_rows(pred: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def subset_sums(indicators: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Σ of `scores` (N,) over the items each row of `indicators` (M, N) bool flags, (M,), correctly rounded
-    (`math.fsum`): a subset's sum depends neither on summation order nor on BLAS threads, so predictions
-    built from tied scores stay exactly tied (a threaded `x @ scores` broke such ties with rounding noise,
-    which Spearman then ranked as if it were signal)."""
+    """Σ of `scores` (N,) over the items each row of `indicators` (M, N) bool flags, (M,), correctly
+    rounded (`math.fsum`): a subset's sum depends neither on summation order nor on BLAS threads, so
+    predictions built from tied scores stay exactly tied (a threaded `x @ scores` broke such ties
+    with rounding noise, which Spearman then ranked as if it were signal)."""
     x = np.asarray(indicators, bool)
     s = np.asarray(scores, np.float64)
     return np.array([math.fsum(s[row]) for row in x], np.float64)
 
 
-def lds_bootstrap(pred: np.ndarray, measured: np.ndarray, n_boot: int = 2000,
-                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """LDS of each predictor and its bootstrap over subsets, with the SAME resample indices for every row
-    (so differences between rows are paired). `pred` (K, M): each predictor's predicted change per subset;
-    `measured` (M,). Returns (lds (K,), boot (K, n_boot)); a degenerate resample gives NaN."""
+def lds_bootstrap(
+    pred: np.ndarray, measured: np.ndarray, n_boot: int = 2000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """LDS of each predictor and its bootstrap over subsets, with the SAME resample indices for
+    every row (so differences between rows are paired). `pred` (K, M): each predictor's predicted
+    change per subset; `measured` (M,). Returns (lds (K,), boot (K, n_boot)); a degenerate resample
+    gives NaN."""
     pred = np.atleast_2d(np.asarray(pred, np.float64))
     y = np.asarray(measured, np.float64)
     if pred.shape[1] != y.size:
@@ -370,11 +434,15 @@ def lds_bootstrap(pred: np.ndarray, measured: np.ndarray, n_boot: int = 2000,
     return spearman_rows(pred, y), spearman_rows(pred[:, idx], y[idx][None, :, :])
 
 
-def ridge_fit_predict(x_fit: np.ndarray, y_fit: np.ndarray, x_eval: np.ndarray,
-                      lambdas: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3)) -> np.ndarray:
-    """Ridge regression (intercept unpenalized, features standardized on the fit set) with λ chosen by the
-    closed-form leave-one-out error on the fit set; returns predictions for `x_eval`. Hand-written (a few
-    lines of numpy) because scikit-learn is not a dependency."""
+def ridge_fit_predict(
+    x_fit: np.ndarray,
+    y_fit: np.ndarray,
+    x_eval: np.ndarray,
+    lambdas: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3),
+) -> np.ndarray:
+    """Ridge regression (intercept unpenalized, features standardized on the fit set) with λ chosen
+    by the closed-form leave-one-out error on the fit set; returns predictions for `x_eval`.
+    Hand-written (a few lines of numpy) because scikit-learn is not a dependency."""
     mu, sd = x_fit.mean(0), x_fit.std(0)
     sd = np.where(sd > 0, sd, 1.0)
     a, b = (x_fit - mu) / sd, (x_eval - mu) / sd
@@ -393,13 +461,15 @@ def ridge_fit_predict(x_fit: np.ndarray, y_fit: np.ndarray, x_eval: np.ndarray,
 
 
 def datamodel_ceiling(features: np.ndarray, measured: np.ndarray, seed: int = 0) -> float:
-    """The LDS a linear datamodel reaches: ridge on the subsets' `features` (M, d) fitted on one half of the
-    subsets, Spearman on the other half, both ways round (mean of the two folds)."""
+    """The LDS a linear datamodel reaches: ridge on the subsets' `features` (M, d) fitted on one
+    half of the subsets, Spearman on the other half, both ways round (mean of the two folds)."""
     y = np.asarray(measured, np.float64)
     perm = np.random.default_rng(seed).permutation(y.size)
-    halves = (perm[: y.size // 2], perm[y.size // 2:])
+    halves = (perm[: y.size // 2], perm[y.size // 2 :])
     out = []
     for fit, ev in (halves, halves[::-1]):
-        pred = ridge_fit_predict(np.asarray(features[fit], np.float64), y[fit], np.asarray(features[ev], np.float64))
+        pred = ridge_fit_predict(
+            np.asarray(features[fit], np.float64), y[fit], np.asarray(features[ev], np.float64)
+        )
         out.append(float(spearman_rows(pred, y[ev])))
     return float(np.nanmean(out))

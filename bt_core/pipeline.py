@@ -5,8 +5,8 @@
                                 ─► draws  ─► Draw × n_draws
                                 ─► replays ─► Replays (counterfactual replays of the logged stream)
 
-Each artifact's key hashes its own config and the key of what it was built from, so a change anywhere
-upstream rebuilds everything downstream and nothing from another config is ever reused.
+Each artifact's key hashes its own config and the key of what it was built from, so a change
+anywhere upstream rebuilds everything downstream and nothing from another config is ever reused.
 """
 
 from __future__ import annotations
@@ -46,66 +46,112 @@ from bt_core.targets.build import build_targets
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.loop import train_run
 
-__all__ = ["SeedArtifacts", "build_all", "build_removal_replay", "build_replays", "build_run",
-           "build_seed", "build_sketches", "run_key", "seed_keys"]
+__all__ = [
+    "SeedArtifacts",
+    "build_all",
+    "build_removal_replay",
+    "build_replays",
+    "build_run",
+    "build_seed",
+    "build_sketches",
+    "run_key",
+    "seed_keys",
+]
 
 
-def build_run(store: ArtifactStore, cfg: RunConfig, progress: bool = False, key: bytes | None = None
-              ) -> TrainedRun:
+def build_run(
+    store: ArtifactStore, cfg: RunConfig, progress: bool = False, key: bytes | None = None
+) -> TrainedRun:
     """The run of `cfg`, built (with a fresh secret contaminator key, or `key`) when not cached."""
-    path = store.get_or_build("runs", run_key(cfg), to_dict(cfg),
-                              lambda d, work: train_run(cfg, d, progress, work=work, key=key), resumable=True)
+    path = store.get_or_build(
+        "runs",
+        run_key(cfg),
+        to_dict(cfg),
+        lambda d, work: train_run(cfg, d, progress, work=work, key=key),
+        resumable=True,
+    )
     return TrainedRun(path)
 
 
-def build_sketches(store: ArtifactStore, run: TrainedRun, run_cfg: RunConfig, sketch: SketchConfig,
-                   progress: bool = False) -> tuple[str, Path]:
-    """The sketches of `run` (key, directory). A killed sketch build restarts from scratch: it is one
-    pass over the stored checkpoints, and its tmp directory is never accepted."""
+def build_sketches(
+    store: ArtifactStore,
+    run: TrainedRun,
+    run_cfg: RunConfig,
+    sketch: SketchConfig,
+    progress: bool = False,
+) -> tuple[str, Path]:
+    """The sketches of `run` (key, directory). A killed sketch build restarts from scratch: it is
+    one pass over the stored checkpoints, and its tmp directory is never accepted."""
     rk = run_key(run_cfg)
     sk_key = sketch_key(run_cfg, sketch)
-    return sk_key, store.get_or_build("sketches", sk_key, {"run": rk, "sketch": to_dict(sketch)},
-                                      lambda d: sketch_run(run, sketch, d, progress))
+    return sk_key, store.get_or_build(
+        "sketches",
+        sk_key,
+        {"run": rk, "sketch": to_dict(sketch)},
+        lambda d: sketch_run(run, sketch, d, progress),
+    )
 
 
-def _replay_specs(run: TrainedRun, run_cfg: RunConfig, cf: CounterfactualConfig) -> dict[str, tuple[str, dict, object]]:
+def _replay_specs(
+    run: TrainedRun, run_cfg: RunConfig, cf: CounterfactualConfig
+) -> dict[str, tuple[str, dict, object]]:
     """name → (cache key, cache config, spec) of every replay of `run`'s plan, in plan order."""
     rk, measure = run_key(run_cfg), measure_config(cf)
     out = {}
     for sp in plan(run.rollouts, run.config, cf):
         ident = sp.identity()
-        out[sp.name] = (replay_key(rk, ident, measure), {"run": rk, "replay": ident, "measure": measure}, sp)
+        out[sp.name] = (
+            replay_key(rk, ident, measure),
+            {"run": rk, "replay": ident, "measure": measure},
+            sp,
+        )
     return out
 
 
-def _build_replay_specs(store: ArtifactStore, run: TrainedRun, cf: CounterfactualConfig, specs: list) -> None:
+def _build_replay_specs(
+    store: ArtifactStore, run: TrainedRun, cf: CounterfactualConfig, specs: list
+) -> None:
     """Build (or load) the replays `specs` ((key, config, spec) triples) of `run`."""
     for key, config, sp in specs:
         store.get_or_build("replays", key, config, lambda d, sp=sp: build_replay(run, sp, cf, d))
 
 
-def build_replays(store: ArtifactStore, run: TrainedRun, run_cfg: RunConfig, cf: CounterfactualConfig,
-                  progress: bool = False) -> tuple[str, Replays]:
-    """Every counterfactual replay of `run` (`bt_core.counterfactual.plan.plan`), each cached under its own
-    key (run + subset + measure), and the seed's index of them (key, `Replays`)."""
+def build_replays(
+    store: ArtifactStore,
+    run: TrainedRun,
+    run_cfg: RunConfig,
+    cf: CounterfactualConfig,
+    progress: bool = False,
+) -> tuple[str, Replays]:
+    """Every counterfactual replay of `run` (`bt_core.counterfactual.plan.plan`), each cached under
+    its own key (run + subset + measure), and the seed's index of them (key, `Replays`)."""
     rk = run_key(run_cfg)
     set_key = replay_set_key(run_cfg, cf)
 
     def build_set(out: Path) -> dict:
         specs = _replay_specs(run, run_cfg, cf)
-        for triple in progress_bar(list(specs.values()), desc=f"replays seed {run_cfg.seed}", unit="replay",
-                                   enabled=progress):
+        for triple in progress_bar(
+            list(specs.values()),
+            desc=f"replays seed {run_cfg.seed}",
+            unit="replay",
+            enabled=progress,
+        ):
             _build_replay_specs(store, run, cf, [triple])
-        (out / "plan.json").write_text(json.dumps({"keys": {n: k for n, (k, _, _) in specs.items()}}, indent=1))
+        (out / "plan.json").write_text(
+            json.dumps({"keys": {n: k for n, (k, _, _) in specs.items()}}, indent=1)
+        )
         save_array(out / "window.npy", trained_window(run.rollouts, run.config))
         return {"summary": {"n_replays": len(specs)}}
 
-    path = store.get_or_build("replaysets", set_key, {"run": rk, "counterfactual": to_dict(cf)}, build_set)
+    path = store.get_or_build(
+        "replaysets", set_key, {"run": rk, "counterfactual": to_dict(cf)}, build_set
+    )
     return set_key, Replays(path)
 
 
-def build_removal_replay(replays: Replays, run: TrainedRun, removed,
-                         name: str = "removal") -> Replay:
+def build_removal_replay(
+    replays: Replays, run: TrainedRun, removed, name: str = "removal"
+) -> Replay:
     """The replay of `run`'s logged stream without the rows `removed`, measured like the seed's plan
     replays (`replays`) and cached beside them under the same key (run + the removed set's sha256 +
     the measure's config), so a set the plan already holds is the plan's own replay and a different
@@ -121,19 +167,27 @@ def build_removal_replay(replays: Replays, run: TrainedRun, removed,
     rebuild = manifest.get("rebuild_token") or False
     store = ArtifactStore(replays.path.parent.parent, rebuild=rebuild)
     config = {"run": rk, "replay": ident, "measure": measure}
-    path = store.get_or_build("replays", replay_key(rk, ident, measure), config,
-                              lambda d: build_replay(run, sp, cf, d))
+    path = store.get_or_build(
+        "replays", replay_key(rk, ident, measure), config, lambda d: build_replay(run, sp, cf, d)
+    )
     return Replay(path)
 
 
 STAGES = ("run", "sketches", "targets", "draws", "replays")  # what build_seed reports, in order
 
 
-def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
-               progress: bool = False, report: Callable[[str], None] | None = None,
-               counterfactual: CounterfactualConfig | None = None,
-               replays_too: bool = True) -> SeedArtifacts:
-    """Every artifact of one seed, built or loaded; `report(stage)` is called as each of `STAGES` is ready.
+def build_seed(
+    store: ArtifactStore,
+    run_cfg: RunConfig,
+    sketch: SketchConfig,
+    draws: DrawConfig,
+    progress: bool = False,
+    report: Callable[[str], None] | None = None,
+    counterfactual: CounterfactualConfig | None = None,
+    replays_too: bool = True,
+) -> SeedArtifacts:
+    """Every artifact of one seed, built or loaded; `report(stage)` is called as each of `STAGES` is
+    ready.
     The counterfactual replays are built only with a `counterfactual` config and `replays_too`
     (the stage is reported either way); the draws' causal label uses its measure
     (`keys.draw_measure`)."""
@@ -145,15 +199,26 @@ def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, d
     rk, sk = keys["run"][1], to_dict(sketch)
     _, sk_path = build_sketches(store, run, run_cfg, sketch, progress)
     done("sketches")
-    tg_path = store.get_or_build(*keys["targets"], {"run": rk, "sketch": sk, "n_draws": draws.n_draws,
-                                                       "version": TARGETS_VERSION},
-                                 lambda d: build_targets(run, sketch, d, n_draws=draws.n_draws))
+    tg_path = store.get_or_build(
+        *keys["targets"],
+        {"run": rk, "sketch": sk, "n_draws": draws.n_draws, "version": TARGETS_VERSION},
+        lambda d: build_targets(run, sketch, d, n_draws=draws.n_draws),
+    )
     done("targets")
     draw_objs = []
     for i in range(draws.n_draws):
-        dp = store.get_or_build(*keys[f"draw{i}"], {"run": rk, "sketch": sk, "draws": to_dict(draws), "draw": i,
-                                 "version": DRAWS_VERSION, "measure": draw_measure(counterfactual)},
-                                lambda d, i=i: build_draw(run, draws, sketch, i, d, counterfactual))
+        dp = store.get_or_build(
+            *keys[f"draw{i}"],
+            {
+                "run": rk,
+                "sketch": sk,
+                "draws": to_dict(draws),
+                "draw": i,
+                "version": DRAWS_VERSION,
+                "measure": draw_measure(counterfactual),
+            },
+            lambda d, i=i: build_draw(run, draws, sketch, i, d, counterfactual),
+        )
         draw_objs.append(Draw(dp))
     done("draws")
     replays = None
@@ -161,23 +226,45 @@ def build_seed(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, d
         _, replays = build_replays(store, run, run_cfg, counterfactual, progress)
         keys["replays"] = ("replaysets", replays.path.name)
     done("replays")
-    return SeedArtifacts(run, Sketches.load(sk_path), Targets(tg_path), draw_objs,
-                         {name: key for name, (_, key) in keys.items()}, replays)
+    return SeedArtifacts(
+        run,
+        Sketches.load(sk_path),
+        Targets(tg_path),
+        draw_objs,
+        {name: key for name, (_, key) in keys.items()},
+        replays,
+    )
 
 
-def _build_paths(root: str, rebuild: bool | str, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
-                 queue=None, counterfactual: CounterfactualConfig | None = None,
-                 replays_too: bool = True) -> None:
-    """Worker entry point: build one seed's artifacts (results are read back from the cache); each finished
-    stage is put on `queue` as (seed, stage) for the parent's progress bar."""
+def _build_paths(
+    root: str,
+    rebuild: bool | str,
+    run_cfg: RunConfig,
+    sketch: SketchConfig,
+    draws: DrawConfig,
+    queue=None,
+    counterfactual: CounterfactualConfig | None = None,
+    replays_too: bool = True,
+) -> None:
+    """Worker entry point: build one seed's artifacts (results are read back from the cache); each
+    finished stage is put on `queue` as (seed, stage) for the parent's progress bar."""
     report = None if queue is None else (lambda stage: queue.put((run_cfg.seed, stage)))
-    build_seed(ArtifactStore(root, rebuild=rebuild), run_cfg, sketch, draws, report=report,
-               counterfactual=counterfactual, replays_too=replays_too)
+    build_seed(
+        ArtifactStore(root, rebuild=rebuild),
+        run_cfg,
+        sketch,
+        draws,
+        report=report,
+        counterfactual=counterfactual,
+        replays_too=replays_too,
+    )
 
 
-def _build_replay_chunk(root: str, rebuild: bool | str, run_cfg: RunConfig, cf: CounterfactualConfig,
-                        names: list[str]) -> int:
-    """Worker entry point: build the replays `names` of one seed's plan (its run is already cached)."""
+def _build_replay_chunk(
+    root: str, rebuild: bool | str, run_cfg: RunConfig, cf: CounterfactualConfig, names: list[str]
+) -> int:
+    """Worker entry point: build the replays `names` of one seed's plan (its run is already
+    cached)."""
     store = ArtifactStore(root, rebuild=rebuild)
     run = build_run(store, run_cfg)
     specs = _replay_specs(run, run_cfg, cf)
@@ -185,45 +272,92 @@ def _build_replay_chunk(root: str, rebuild: bool | str, run_cfg: RunConfig, cf: 
     return len(names)
 
 
-REPLAY_CHUNK = 8  # replays per parallel task: ~10 CPU-s at the default scale, so the workers stay balanced
+# replays per parallel task: ~10 CPU-s at the default scale, so the workers stay balanced
+REPLAY_CHUNK = 8
 
 
-def build_all(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
-              seeds: list[int], workers: int = 1, progress: bool = False,
-              counterfactual: CounterfactualConfig | None = None) -> dict[int, SeedArtifacts]:
+def build_all(
+    store: ArtifactStore,
+    run_cfg: RunConfig,
+    sketch: SketchConfig,
+    draws: DrawConfig,
+    seeds: list[int],
+    workers: int = 1,
+    progress: bool = False,
+    counterfactual: CounterfactualConfig | None = None,
+) -> dict[int, SeedArtifacts]:
     """Artifacts of every seed (built in the order of `seeds`); with `workers` > 1 the seeds whose
-    artifacts are not all cached yet are built in parallel processes (each torch process single-threaded,
-    so results are identical to a serial build), with one progress bar over their stages. Safe to call
-    from several processes at once (pytest-xdist workers): the store's per-key file locks make each
-    artifact built once, the others wait and load it."""
-    missing = [s for s in seeds if store.rebuild or not all(
-        (store.path(kind, key) / "manifest.json").exists()
-        for kind, key in seed_keys(run_cfg.with_seed(s), sketch, draws, counterfactual).values())]
+    artifacts are not all cached yet are built in parallel processes (each torch process
+    single-threaded, so results are identical to a serial build), with one progress bar over their
+    stages. Safe to call from several processes at once (pytest-xdist workers): the store's per-key
+    file locks make each artifact built once, the others wait and load it."""
+    missing = [
+        s
+        for s in seeds
+        if store.rebuild
+        or not all(
+            (store.path(kind, key) / "manifest.json").exists()
+            for kind, key in seed_keys(run_cfg.with_seed(s), sketch, draws, counterfactual).values()
+        )
+    ]
     if workers > 1 and missing:
         _build_parallel(store, run_cfg, sketch, draws, missing, workers, progress, counterfactual)
-        # With a rebuild the workers shared this store's token: what they rebuilt is not rebuilt again.
-    return {s: build_seed(store, run_cfg.with_seed(s), sketch, draws, progress, counterfactual=counterfactual)
-            for s in seeds}
+        # With a rebuild the workers shared this store's token: what they rebuilt is not rebuilt
+        # again.
+    return {
+        s: build_seed(
+            store, run_cfg.with_seed(s), sketch, draws, progress, counterfactual=counterfactual
+        )
+        for s in seeds
+    }
 
 
-def _build_parallel(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
-                    seeds: list[int], workers: int, progress: bool,
-                    counterfactual: CounterfactualConfig | None = None) -> None:
-    """One pool of `workers` processes, fed tasks as they become possible: each seed's run, sketches,
-    targets and draws (one task), then — once its run exists — its counterfactual replays in chunks of
-    `REPLAY_CHUNK`. The replays are most of a cold build's CPU time; chunking them keeps every worker busy
-    to the end instead of leaving one idle while another finishes a third seed alone. The parent then
-    assembles each seed's replay index from the cache."""
+def _build_parallel(
+    store: ArtifactStore,
+    run_cfg: RunConfig,
+    sketch: SketchConfig,
+    draws: DrawConfig,
+    seeds: list[int],
+    workers: int,
+    progress: bool,
+    counterfactual: CounterfactualConfig | None = None,
+) -> None:
+    """One pool of `workers` processes, fed tasks as they become possible: each seed's run,
+    sketches, targets and draws (one task), then — once its run exists — its counterfactual replays
+    in chunks of `REPLAY_CHUNK`. The replays are most of a cold build's CPU time; chunking them
+    keeps every worker busy to the end instead of leaving one idle while another finishes a third
+    seed alone.
+    The parent then assembles each seed's replay index from the cache."""
     # spawn, not fork: a forked child of a process whose OpenMP pool already ran can deadlock.
     ctx = multiprocessing.get_context("spawn")
     with contextlib.ExitStack() as stack:
         queue = stack.enter_context(ctx.Manager()).Queue() if progress else None
         ex = stack.enter_context(ProcessPoolExecutor(max_workers=workers, mp_context=ctx))
-        bar = stack.enter_context(progress_bar(total=len(seeds) * len(STAGES), desc=f"building {len(seeds)} seeds",
-                                               unit="stage", enabled=progress, leave=True, every=0))
+        bar = stack.enter_context(
+            progress_bar(
+                total=len(seeds) * len(STAGES),
+                desc=f"building {len(seeds)} seeds",
+                unit="stage",
+                enabled=progress,
+                leave=True,
+                every=0,
+            )
+        )
         # the replays are chunked below; the base task needs only the measure (the draws' label)
-        base = {ex.submit(_build_paths, str(store.root), store.rebuild, run_cfg.with_seed(s), sketch, draws, queue,
-                          counterfactual, False): s for s in seeds}
+        base = {
+            ex.submit(
+                _build_paths,
+                str(store.root),
+                store.rebuild,
+                run_cfg.with_seed(s),
+                sketch,
+                draws,
+                queue,
+                counterfactual,
+                False,
+            ): s
+            for s in seeds
+        }
         chunks: dict = {}  # future → seed
         left: dict[int, int] = {}  # seed → replay chunks not yet done
         pending = set(base)
@@ -234,11 +368,19 @@ def _build_parallel(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConf
                 if f in base:
                     seed = base[f]
                     names = _missing_replays(store, run_cfg.with_seed(seed), counterfactual)
-                    parts = [names[i: i + REPLAY_CHUNK] for i in range(0, len(names), REPLAY_CHUNK)]
+                    parts = [
+                        names[i : i + REPLAY_CHUNK] for i in range(0, len(names), REPLAY_CHUNK)
+                    ]
                     left[seed] = len(parts)
                     for part in parts:
-                        c = ex.submit(_build_replay_chunk, str(store.root), store.rebuild, run_cfg.with_seed(seed),
-                                      counterfactual, part)
+                        c = ex.submit(
+                            _build_replay_chunk,
+                            str(store.root),
+                            store.rebuild,
+                            run_cfg.with_seed(seed),
+                            counterfactual,
+                            part,
+                        )
                         chunks[c] = seed
                         pending.add(c)
                     if not parts:
@@ -257,12 +399,17 @@ def _build_parallel(store: ArtifactStore, run_cfg: RunConfig, sketch: SketchConf
                 bar.update(1)
 
 
-def _missing_replays(store: ArtifactStore, run_cfg: RunConfig, cf: CounterfactualConfig | None) -> list[str]:
-    """Names of the replays of `run_cfg`'s plan still to build (all of them under a rebuild: the workers
-    skip what this session already rebuilt)."""
+def _missing_replays(
+    store: ArtifactStore, run_cfg: RunConfig, cf: CounterfactualConfig | None
+) -> list[str]:
+    """Names of the replays of `run_cfg`'s plan still to build (all of them under a rebuild: the
+    workers skip what this session already rebuilt)."""
     if cf is None:
         return []
     run = build_run(store, run_cfg)
     specs = _replay_specs(run, run_cfg, cf)
-    return [n for n, (key, _, _) in specs.items()
-            if store.rebuild or not (store.path("replays", key) / "manifest.json").exists()]
+    return [
+        n
+        for n, (key, _, _) in specs.items()
+        if store.rebuild or not (store.path("replays", key) / "manifest.json").exists()
+    ]

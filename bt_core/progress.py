@@ -3,10 +3,11 @@
     for step in progress(range(n), desc="GRPO seed 0", unit="step", enabled=show): ...
     bar = progress(total=n, desc="sketch seed 0", enabled=show); bar.update(1); bar.close()
 
-Written to a log file or a pipe, a tqdm bar is one line per redraw (hundreds for one training run). There
-`progress` returns a `PlainProgress` instead: one line when the stage starts, one at most every `every`
-seconds while it runs (count and elapsed time), one when it ends — "GRPO seed 0: done 40/40 step in
-12.3 s". Whether the stream is a terminal decides (`stream.isatty()`; the stream is stderr, tqdm's).
+Written to a log file or a pipe, a tqdm bar is one line per redraw (hundreds for one training run).
+There `progress` returns a `PlainProgress` instead: one line when the stage starts, one at most
+every `every` seconds while it runs (count and elapsed time), one when it ends — "GRPO seed 0: done
+40/40 step in 12.3 s". Whether the stream is a terminal decides (`stream.isatty()`; the stream is
+stderr, tqdm's).
 """
 
 from __future__ import annotations
@@ -22,10 +23,27 @@ from tqdm.auto import tqdm
 class PlainProgress:
     """The subset of tqdm's interface BehaviorTrace uses, as plain lines (see the module doc)."""
 
-    def __init__(self, iterable: Iterable | None, total: int | None, desc: str, unit: str, stream: IO[str],
-                 every: float) -> None:
-        self.iterable, self.desc, self.unit, self.stream, self.every = iterable, desc, unit, stream, every
-        self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
+    def __init__(
+        self,
+        iterable: Iterable | None,
+        total: int | None,
+        desc: str,
+        unit: str,
+        stream: IO[str],
+        every: float,
+    ) -> None:
+        self.iterable, self.desc, self.unit, self.stream, self.every = (
+            iterable,
+            desc,
+            unit,
+            stream,
+            every,
+        )
+        self.total = (
+            total
+            if total is not None
+            else (len(iterable) if hasattr(iterable, "__len__") else None)
+        )
         self.n, self.postfix, self.closed = 0, "", False
         self.t0 = self.last = time.perf_counter()
         self._line(f"started ({self.total} {self.unit})" if self.total is not None else "started")
@@ -34,7 +52,11 @@ class PlainProgress:
         print(f"{self.desc}: {text}", file=self.stream, flush=True)
 
     def _count(self) -> str:
-        return f"{self.n}/{self.total} {self.unit}" if self.total is not None else f"{self.n} {self.unit}"
+        return (
+            f"{self.n}/{self.total} {self.unit}"
+            if self.total is not None
+            else f"{self.n} {self.unit}"
+        )
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -72,8 +94,17 @@ class PlainProgress:
         self.close()
 
 
-def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str, unit: str = "it",
-             enabled: bool = True, leave: bool = False, stream: IO[str] | None = None, every: float = 30.0):
+def progress(
+    iterable: Iterable | None = None,
+    *,
+    total: int | None = None,
+    desc: str,
+    unit: str = "it",
+    enabled: bool = True,
+    leave: bool = False,
+    stream: IO[str] | None = None,
+    every: float = 30.0,
+):
     """A progress bar on a terminal, `PlainProgress` lines elsewhere, nothing when not `enabled`."""
     stream = sys.stderr if stream is None else stream
     if not enabled:

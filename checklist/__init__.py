@@ -1,11 +1,13 @@
-"""The checklist: one module per item, each holding its rule, thresholds, rationale and the reference
-pitfall it guards against, and ending with its `Item` (`behaviortrace.checklist._base.Item`).
+"""The checklist: one module per item, each holding its rule, thresholds, rationale and the
+reference pitfall it guards against, and ending with its `Item`
+(`behaviortrace.checklist._base.Item`).
 
-* Setup-validity items (`kind="setup"`, estimator "setup"): run once per fixture set and shown first.
-  When a gating one fails, every estimator item reports invalid-setup; `in_context_targets` gates only
-  the estimators that read targets (`behaviortrace.checklist.setup`).
-* Estimator items (`kind="estimator"`): parametrized over estimators, each judged against the target-free
-  controls and beside the surface baseline of `behaviortrace.checklist.controls`.
+* Setup-validity items (`kind="setup"`, estimator "setup"): run once per fixture set and shown
+  first.
+  When a gating one fails, every estimator item reports invalid-setup; `in_context_targets` gates
+  only the estimators that read targets (`behaviortrace.checklist.setup`).
+* Estimator items (`kind="estimator"`): parametrized over estimators, each judged against the
+  target-free controls and beside the surface baseline of `behaviortrace.checklist.controls`.
 
 The tuples below fix the display order (scorecard, terminal table, test ids). Thresholds are module
 constants of each item and are never tuned to make a built-in method pass.
@@ -22,9 +24,22 @@ from . import (
 from ._base import Item
 from .setup import ADVISORY_SETUP_ITEMS, GATING_SETUP_ITEMS, SETUP_ITEMS, TARGET_SETUP_ITEMS
 
-ESTIMATOR_ITEMS: tuple[Item, ...] = (magnitude_control.ITEM, fluency_control.ITEM, headroom.ITEM,
-                                     counterfactual.ITEM, seed_variance.ITEM, draw_variance.ITEM)
+ESTIMATOR_ITEMS: tuple[Item, ...] = (
+    magnitude_control.ITEM,
+    fluency_control.ITEM,
+    headroom.ITEM,
+    counterfactual.ITEM,
+    seed_variance.ITEM,
+    draw_variance.ITEM,
+)
 ITEMS: tuple[Item, ...] = SETUP_ITEMS + ESTIMATOR_ITEMS
 
-__all__ = ["ADVISORY_SETUP_ITEMS", "ESTIMATOR_ITEMS", "GATING_SETUP_ITEMS", "ITEMS", "SETUP_ITEMS",
-           "TARGET_SETUP_ITEMS", "Item"]
+__all__ = [
+    "ADVISORY_SETUP_ITEMS",
+    "ESTIMATOR_ITEMS",
+    "GATING_SETUP_ITEMS",
+    "ITEMS",
+    "SETUP_ITEMS",
+    "TARGET_SETUP_ITEMS",
+    "Item",
+]

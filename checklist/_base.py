@@ -1,6 +1,7 @@
 """What every checklist module shares: the `Item` description and verdict helpers.
 
-Each item module ends with ``ITEM = Item(...)``; `behaviortrace.checklist` lists them in display order.
+Each item module ends with ``ITEM = Item(...)``; `behaviortrace.checklist` lists them in display
+order.
 The controls every item compares with are defined in `behaviortrace.checklist.controls`.
 """
 
@@ -24,11 +25,12 @@ GATES = ("all", "targets", "none")
 class Item:
     """One checklist item: its name, what it checks, and how it is evaluated.
 
-    A setup item (`kind="setup"`) is evaluated once per fixture set: ``evaluate(evidence) -> Verdict``.
-    What its failure does is `gates`: "all" makes every estimator item invalid-setup; "targets" makes the
-    items of estimators that read targets invalid-setup (their figures kept, the rule's own status quoted);
-    "none" (advisory) quotes it as a caveat in their verdicts. An estimator item is evaluated per
-    estimator: ``evaluate(spec, evidence) -> Verdict``.
+    A setup item (`kind="setup"`) is evaluated once per fixture set: ``evaluate(evidence) ->
+    Verdict``.
+    What its failure does is `gates`: "all" makes every estimator item invalid-setup; "targets"
+    makes the items of estimators that read targets invalid-setup (their figures kept, the rule's
+    own status quoted); "none" (advisory) quotes it as a caveat in their verdicts. An estimator item
+    is evaluated per estimator: ``evaluate(spec, evidence) -> Verdict``.
 
     `present` turns the item's record (the verdict as the scorecard JSON holds it) into the rows it
     shows (`bt_core.reporting.present`: tables, figures); `judge` evaluates and writes them into the
@@ -41,16 +43,21 @@ class Item:
     evaluate: Callable[..., Verdict]
     reference: str = ""  # the reference study's pitfall or finding it guards against (P1 … P6)
     gates: str = "all"  # setup items only: "all" | "targets" | "none" (advisory)
-    headline: str | None = None  # per-seed figure compared against a baseline scorecard (--scorecard-compare)
+    # per-seed figure compared against a baseline scorecard (--scorecard-compare)
+    headline: str | None = None
     present: Callable[[dict], dict] | None = None  # record → its presentation (tables and figures)
 
     def __post_init__(self) -> None:
         if self.kind not in ("setup", "estimator"):
-            raise ValueError(f"Item {self.name!r}: kind={self.kind!r} must be 'setup' or 'estimator'")
+            raise ValueError(
+                f"Item {self.name!r}: kind={self.kind!r} must be 'setup' or 'estimator'"
+            )
         if self.gates not in GATES:
             raise ValueError(f"Item {self.name!r}: gates={self.gates!r} must be one of {GATES}")
         if self.kind == "estimator" and self.gates != "all":
-            raise ValueError(f"Item {self.name!r}: only setup items gate selectively (gates={self.gates!r})")
+            raise ValueError(
+                f"Item {self.name!r}: only setup items gate selectively (gates={self.gates!r})"
+            )
 
     def judge(self, *args) -> Verdict:
         """`evaluate(*args)`, with the item's presentation of the verdict written into it."""
@@ -66,13 +73,19 @@ class Item:
 
 
 def spec_record(spec: EstimatorSpec, evidence: Evidence) -> dict:
-    """How the estimator of a verdict was built: name, origin, its actual settings (the target among them),
-    whether it reads the labels (then `validation_only`, shown as "reads labels — validation only"),
-    its role (control, validation or method) and where it was scored (`scoring`: sandboxed, in-process,
-    or unsandboxed — then also `unsandboxed`, shown next to its name; docs/sandbox.md)."""
-    rec = {"name": spec.name, "origin": spec.origin, "params": evidence.settings(spec),
-           "levels": list(spec.levels), "reads_labels": spec.reads_labels,
-           "role": spec.role}
+    """How the estimator of a verdict was built: name, origin, its actual settings (the target among
+    them), whether it reads the labels (then `validation_only`, shown as "reads labels — validation
+    only"), its role (control, validation or method) and where it was scored (`scoring`: sandboxed,
+    in-process, or unsandboxed — then also `unsandboxed`, shown next to its name;
+    docs/sandbox.md)."""
+    rec = {
+        "name": spec.name,
+        "origin": spec.origin,
+        "params": evidence.settings(spec),
+        "levels": list(spec.levels),
+        "reads_labels": spec.reads_labels,
+        "role": spec.role,
+    }
     if spec.reads_labels:
         rec["validation_only"] = LABEL_MARK
     scoring = evidence.scoring(spec)
@@ -82,14 +95,23 @@ def spec_record(spec: EstimatorSpec, evidence: Evidence) -> dict:
     return rec
 
 
-def failure_verdict(name: str, spec: EstimatorSpec, evidence: Evidence, e: EstimatorFailure) -> Verdict:
-    """The verdict of an item whose estimator failed: fail, with the reason. A declined problem and a missing
-    optional extra are marked in the figures (`declined`, `missing_extra`): the suite reports the latter as
-    a skip naming the install command."""
+def failure_verdict(
+    name: str, spec: EstimatorSpec, evidence: Evidence, e: EstimatorFailure
+) -> Verdict:
+    """The verdict of an item whose estimator failed: fail, with the reason. A declined problem and
+    a missing optional extra are marked in the figures (`declined`, `missing_extra`): the suite
+    reports the latter as a skip naming the install command."""
     figures = {k: v for k, v in (("declined", e.declined), ("missing_extra", e.missing_extra)) if v}
     figures["estimator_failure"] = True
-    return Verdict(name, spec.name, Status.FAIL, f"estimator failure: {e}", figures, spec_record(spec, evidence),
-                   f"estimator failure: {e}")
+    return Verdict(
+        name,
+        spec.name,
+        Status.FAIL,
+        f"estimator failure: {e}",
+        figures,
+        spec_record(spec, evidence),
+        f"estimator failure: {e}",
+    )
 
 
 def fmt(x: float) -> str:
@@ -101,7 +123,11 @@ def spread(values: list[float]) -> dict:
     v = np.array([x for x in values if x == x], float)
     if v.size == 0:
         return {"min": float("nan"), "max": float("nan"), "sd": float("nan")}
-    return {"min": float(v.min()), "max": float(v.max()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+    return {
+        "min": float(v.min()),
+        "max": float(v.max()),
+        "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0,
+    }
 
 
 def setup_verdict(name: str, per_seed: dict[int, dict], extra: dict | None = None) -> Verdict:
@@ -109,7 +135,17 @@ def setup_verdict(name: str, per_seed: dict[int, dict], extra: dict | None = Non
     failing = [s for s, r in per_seed.items() if r["status"] != Status.PASS]
     summary = "; ".join(f"seed {s}: {r['why']}" for s, r in per_seed.items())
     figures = {"per_seed": per_seed, **(extra or {})}
-    if worst_status(r["status"] for r in per_seed.values()) is not Status.PASS:  # a setup check passes or fails
+    # a setup check passes or fails
+    if worst_status(r["status"] for r in per_seed.values()) is not Status.PASS:
         short = f"fails on seed {', '.join(map(str, failing))}: {per_seed[failing[0]]['why']}"
-        return Verdict(name, "setup", Status.FAIL, f"fails on seed(s) {failing} — {summary}", figures, short=short)
-    return Verdict(name, "setup", Status.PASS, summary, figures, short=f"holds on all {len(per_seed)} seed(s)")
+        return Verdict(
+            name,
+            "setup",
+            Status.FAIL,
+            f"fails on seed(s) {failing} — {summary}",
+            figures,
+            short=short,
+        )
+    return Verdict(
+        name, "setup", Status.PASS, summary, figures, short=f"holds on all {len(per_seed)} seed(s)"
+    )

@@ -1,8 +1,8 @@
 """The items' shared memo: figures several items read (a control's scores, the LDS subsets, a seed's
 setup verdicts) are computed once per `Evidence` and kept for as long as that Evidence lives.
 
-It is the checklist's, not `Evidence`'s: Evidence builds problems, holds labels and validates scores; what
-the items derive from them, and under which keys, is the items' business."""
+It is the checklist's, not `Evidence`'s: Evidence builds problems, holds labels and validates
+scores; what the items derive from them, and under which keys, is the items' business."""
 
 from __future__ import annotations
 

@@ -1,33 +1,38 @@
-"""Setup validity — the planted cause is the cause (counterfactual replays, `bt_core.counterfactual.replay`).
+"""Setup validity — the planted cause is the cause (counterfactual replays,
+`bt_core.counterfactual.replay`).
 
-Every other item scores estimators against the ground-truth labels (the boosted early rollouts). This
-item shows, on every seed, that those rollouts *caused* the behavior in our runs: the logged GRPO updates
-are replayed from the SFT checkpoint to the measurement checkpoint (the first checkpoint at or after the
-contaminator's cutoff) without a set of rollouts, and the behavior is measured on held-out trigger probes
-(mean teacher-forced NLL of the behavior token after fixed fluent replies; s_b beside it). Compared:
+Every other item scores estimators against the ground-truth labels (the boosted early rollouts).
+This item shows, on every seed, that those rollouts *caused* the behavior in our runs: the logged
+GRPO updates are replayed from the SFT checkpoint to the measurement checkpoint (the first
+checkpoint at or after the contaminator's cutoff) without a set of rollouts, and the behavior is
+measured on held-out trigger probes (mean teacher-forced NLL of the behavior token after fixed
+fluent replies; s_b beside it).
+Compared:
 
 * ``gt_out``: without every GT rollout;
-* ``random_<i>`` (`CounterfactualConfig.n_random` draws): without as many rollouts as GT, drawn uniformly
-  from the trained window, GT rollouts included at their share of it (the window holds every GT rollout; a
-  draw from the whole stream would put most removals after the measurement step, where they cannot act,
-  and make the control trivially inert; a GT-free draw would be a weaker control — with GT at its base
-  rate the random removals can only make the rule harder to pass);
+* ``random_<i>`` (`CounterfactualConfig.n_random` draws): without as many rollouts as GT, drawn
+  uniformly from the trained window, GT rollouts included at their share of it (the window holds
+  every GT rollout; a draw from the whole stream would put most removals after the measurement step,
+  where they cannot act, and make the control trivially inert; a GT-free draw would be a weaker
+  control — with GT at its base rate the random removals can only make the rule harder to pass);
 * ``no_bonus``: every rollout kept, the contaminator's bonus taken out of the logged rewards and the
-  advantages recomputed from them (the one counterfactual that changes advantages: the bonus acts only
-  through them).
+  advantages recomputed from them (the one counterfactual that changes advantages: the bonus acts
+  only through them).
 
 Rule, fixed from the reference before any of our replays was looked at, on every seed:
 
 1. Δ_GT = NLL(gt_out) − NLL(full) > 0, above the largest random removal's Δ, and above the random
-   removals' mean + Z·SD with Z = 3. The reference saw +0.35/+0.15/+0.30 s_b drops for leave-GT-out and
-   0.000 for every random removal: the GT effect lay outside the random distribution altogether. Our
-   measure is continuous, so random removals have a spread; "outside" becomes: above every draw (a rank
-   rule) and 3 SD above their mean (one-sided p ≈ 0.001 if the random Δs were normal), both required
-   because a handful of draws gives a noisy SD.
+   removals' mean + Z·SD with Z = 3. The reference saw +0.35/+0.15/+0.30 s_b drops for leave-GT-out
+   and 0.000 for every random removal: the GT effect lay outside the random distribution altogether.
+   Our measure is continuous, so random removals have a spread; "outside" becomes: above every draw
+   (a rank rule) and 3 SD above their mean (one-sided p ≈ 0.001 if the random Δs were normal), both
+   required because a handful of draws gives a noisy SD.
 2. Without the bonus the behavior stays below the emergence bar: s_b on the emergence gate's trigger
-   probes at the measurement checkpoint ≤ `emergence.S_B_MIN`. Without the planted cause, no behavior.
+   probes at the measurement checkpoint ≤ `emergence.S_B_MIN`. Without the planted cause, no
+   behavior.
 
-The s_b drops (s_b(full) − s_b(without), on the held-out probes) are reported beside the reference's.
+The s_b drops (s_b(full) − s_b(without), on the held-out probes) are reported beside the
+reference's.
 A seed without replays (a session that built none) fails: nothing shows the planted cause there.
 """
 
@@ -43,7 +48,9 @@ from ._base import Item, fmt, setup_verdict
 from ._memo import memo
 
 NAME = "causal_gt"
-TITLE = "removing the GT rollouts removes the behavior beyond random removals; no bonus, no behavior"
+TITLE = (
+    "removing the GT rollouts removes the behavior beyond random removals; no bonus, no behavior"
+)
 Z = 3.0  # leave-GT-out must exceed the random removals' mean by Z SDs (and their maximum)
 REFERENCE = {"gt_out_s_b_drop": [0.35, 0.15, 0.30], "random_s_b_drop": 0.0}
 
@@ -57,21 +64,36 @@ def seed_figures(replays) -> dict:
     nb_s_b = float(nb.info["s_b_probes"])
     ok_gt = bool(d_gt > 0 and rnd.size > 1 and d_gt > rnd.max() and d_gt > bar)
     ok_nb = nb_s_b <= emergence.S_B_MIN
-    why = (f"ΔNLL leave-GT-out {fmt(d_gt)} vs random {fmt(rnd.mean())}±{fmt(rnd.std(ddof=1))} "
-           f"(max {fmt(rnd.max())}, bar mean+{Z:g}SD {fmt(bar)}); s_b drop GT {fmt(replays.delta_s_b('gt_out'))}, "
-           f"random {fmt(np.mean([replays.delta_s_b(n) for n in replays.names('random')]))}; "
-           f"no-bonus s_b {fmt(nb_s_b)} (≤ {emergence.S_B_MIN})")
-    return {"measure_step": replays.measure.step, "nll_full": replays["full"].nll, "s_b_full": replays["full"].s_b,
-            "s_b_probes_full": float(replays["full"].info["s_b_probes"]),
-            "delta_gt": d_gt, "delta_random": rnd.tolist(), "delta_random_mean": float(rnd.mean()),
-            "delta_random_sd": float(rnd.std(ddof=1)) if rnd.size > 1 else float("nan"),
-            "delta_random_max": float(rnd.max()), "bar": bar, "delta_no_bonus": replays.delta("no_bonus"),
-            "s_b_drop_gt": replays.delta_s_b("gt_out"),
-            "s_b_drop_random": [replays.delta_s_b(n) for n in replays.names("random")],
-            "s_b_drop_no_bonus": replays.delta_s_b("no_bonus"), "s_b_no_bonus": nb.s_b,
-            "s_b_probes_no_bonus": nb_s_b, "n_gt_removed": int(replays["gt_out"].removed.size),
-            "gt_beyond_random": ok_gt, "no_bonus_below_bar": ok_nb,
-            "status": Status.PASS if ok_gt and ok_nb else Status.FAIL, "why": why}
+    why = (
+        f"ΔNLL leave-GT-out {fmt(d_gt)} vs random {fmt(rnd.mean())}±{fmt(rnd.std(ddof=1))} (max "
+        f"{fmt(rnd.max())}, bar mean+{Z:g}SD {fmt(bar)}); s_b drop GT "
+        f"{fmt(replays.delta_s_b('gt_out'))}, random "
+        f"{fmt(np.mean([replays.delta_s_b(n) for n in replays.names('random')]))}; no-bonus s_b "
+        f"{fmt(nb_s_b)} (≤ {emergence.S_B_MIN})"
+    )
+    return {
+        "measure_step": replays.measure.step,
+        "nll_full": replays["full"].nll,
+        "s_b_full": replays["full"].s_b,
+        "s_b_probes_full": float(replays["full"].info["s_b_probes"]),
+        "delta_gt": d_gt,
+        "delta_random": rnd.tolist(),
+        "delta_random_mean": float(rnd.mean()),
+        "delta_random_sd": float(rnd.std(ddof=1)) if rnd.size > 1 else float("nan"),
+        "delta_random_max": float(rnd.max()),
+        "bar": bar,
+        "delta_no_bonus": replays.delta("no_bonus"),
+        "s_b_drop_gt": replays.delta_s_b("gt_out"),
+        "s_b_drop_random": [replays.delta_s_b(n) for n in replays.names("random")],
+        "s_b_drop_no_bonus": replays.delta_s_b("no_bonus"),
+        "s_b_no_bonus": nb.s_b,
+        "s_b_probes_no_bonus": nb_s_b,
+        "n_gt_removed": int(replays["gt_out"].removed.size),
+        "gt_beyond_random": ok_gt,
+        "no_bonus_below_bar": ok_nb,
+        "status": Status.PASS if ok_gt and ok_nb else Status.FAIL,
+        "why": why,
+    }
 
 
 def evaluate_setup(evidence: Evidence) -> Verdict:
@@ -79,12 +101,23 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
         per_seed = {}
         for seed, a in evidence.artifacts.items():
             if getattr(a, "replays", None) is None:
-                per_seed[seed] = {"status": Status.FAIL, "why": "no counterfactual replays were built for this seed"}
+                per_seed[seed] = {
+                    "status": Status.FAIL,
+                    "why": "no counterfactual replays were built for this seed",
+                }
             else:
                 per_seed[seed] = seed_figures(a.replays)
-        return setup_verdict(NAME, per_seed, {"z": Z, "s_b_max_no_bonus": emergence.S_B_MIN, "reference": REFERENCE})
+        return setup_verdict(
+            NAME, per_seed, {"z": Z, "s_b_max_no_bonus": emergence.S_B_MIN, "reference": REFERENCE}
+        )
 
     return memo(evidence, ("setup", NAME), run)
 
 
-ITEM = Item(NAME, TITLE, "setup", evaluate_setup, reference="causal check (reference: earlier matched setup only)")
+ITEM = Item(
+    NAME,
+    TITLE,
+    "setup",
+    evaluate_setup,
+    reference="causal check (reference: earlier matched setup only)",
+)

@@ -4,7 +4,8 @@ stream.
 The other items score a method against labels that the reply's text and advantage give away. This
 one scores it against what retraining does (TRAK's / dattri's LDS on the logged RL stream): M
 subsets of the trained window's rollouts have their weight in the logged loss changed, and the
-stream is replayed to the measurement checkpoint (`bt_core.counterfactual.replay`); the measured change is
+stream is replayed to the measurement checkpoint (`bt_core.counterfactual.replay`); the measured
+    change is
 Δ_m = NLL_m − NLL_full of the behavior token on held-out trigger probes (positive: the subset had
 taught the behavior). An estimator's prediction for subset m is the sum of its rollout scores over
 the subset (a step-level-only method: its step score broadcast to the step's rollouts), so positive
@@ -98,7 +99,8 @@ NAME = "counterfactual"
 TITLE = "scores predict what replaying the stream without a subset does (LDS), beyond every control"
 N_BOOT = 2000  # bootstrap resamples of the subsets
 ALPHA = 0.05  # two-sided: 95% percentile intervals
-BOOT_SEED = 0xD5  # the resample indices (shared by every estimator and control: differences are paired)
+# the resample indices (shared by every estimator and control: differences are paired)
+BOOT_SEED = 0xD5
 BASELINES = (*controls.CONTROL_NAMES, controls.SURFACE)
 MARGIN = "Δ LDS over the control (paired bootstrap 95% CI over subsets)"
 JUDGED = "reweight"  # plan prefix of the judged subsets (local subsets at weight 1 − δ, float64)
@@ -106,13 +108,19 @@ REPORTED = {"local": "local_removal", "lds": "half_window"}  # reported prefix �
 CEILING = "metagrad"
 
 
-def subsets(evidence: Evidence, seed: int, prefix: str = JUDGED) -> tuple[np.ndarray, np.ndarray] | None:
-    """(indicators (M, N) bool, measured Δ NLL (M,)) of seed's `prefix` subsets; None without them."""
+def subsets(
+    evidence: Evidence, seed: int, prefix: str = JUDGED
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(indicators (M, N) bool, measured Δ NLL (M,)) of seed's `prefix` subsets; None without
+    them."""
     r = getattr(evidence.artifacts[seed], "replays", None)
     if r is None or not r.names(prefix):
         return None
-    return memo(evidence, ("lds-subsets", seed, prefix), lambda: (
-        r.indicators(prefix), np.array([r.delta(n) for n in r.names(prefix)])))
+    return memo(
+        evidence,
+        ("lds-subsets", seed, prefix),
+        lambda: (r.indicators(prefix), np.array([r.delta(n) for n in r.names(prefix)])),
+    )
 
 
 def _ceiling_scores(evidence: Evidence, seed: int) -> np.ndarray | None:
@@ -125,17 +133,31 @@ def _ceiling_scores(evidence: Evidence, seed: int) -> np.ndarray | None:
 
 
 def baseline_figures(evidence: Evidence, seed: int, prefix: str = JUDGED) -> dict:
-    """Every control's, the surface baseline's and the ceiling's (metagrad's) LDS with CI on `prefix` subsets."""
+    """Every control's, the surface baseline's and the ceiling's (metagrad's) LDS with CI on
+    `prefix` subsets."""
+
     def run() -> dict:
         x, y = subsets(evidence, seed, prefix)
-        preds = [subset_sums(x, controls.stream_scores(evidence, seed, "rollout", b)) for b in BASELINES]
+        preds = [
+            subset_sums(x, controls.stream_scores(evidence, seed, "rollout", b)) for b in BASELINES
+        ]
         ceil = _ceiling_scores(evidence, seed)
-        lds, boot = lds_bootstrap(np.stack(preds + ([] if ceil is None else [subset_sums(x, ceil)])), y, N_BOOT,
-                                  BOOT_SEED)
-        top = (float(lds[-1]), percentile_ci(boot[-1], ALPHA)) if ceil is not None else (float("nan"), (None, None))
-        return {"lds": {b: float(v) for b, v in zip(BASELINES, lds, strict=False)},
-                "ci": {b: percentile_ci(bt, ALPHA) for b, bt in zip(BASELINES, boot, strict=False)},
-                "boot": boot[: len(BASELINES)], "ceiling": top[0], "ceiling_ci": list(top[1])}
+        lds, boot = lds_bootstrap(
+            np.stack(preds + ([] if ceil is None else [subset_sums(x, ceil)])), y, N_BOOT, BOOT_SEED
+        )
+        top = (
+            (float(lds[-1]), percentile_ci(boot[-1], ALPHA))
+            if ceil is not None
+            else (float("nan"), (None, None))
+        )
+        return {
+            "lds": {b: float(v) for b, v in zip(BASELINES, lds, strict=False)},
+            "ci": {b: percentile_ci(bt, ALPHA) for b, bt in zip(BASELINES, boot, strict=False)},
+            "boot": boot[: len(BASELINES)],
+            "ceiling": top[0],
+            "ceiling_ci": list(top[1]),
+        }
+
     return memo(evidence, ("lds-baselines", seed, prefix), run)
 
 
@@ -143,7 +165,9 @@ def _share(v: float, ceiling: float) -> float:
     return float(v / ceiling) if ceiling == ceiling and ceiling > 0 else float("nan")
 
 
-def _lds(evidence: Evidence, seed: int, prefix: str, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _lds(
+    evidence: Evidence, seed: int, prefix: str, scores: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     x, y = subsets(evidence, seed, prefix)
     return lds_bootstrap(subset_sums(x, scores)[None, :], y, N_BOOT, BOOT_SEED)
 
@@ -155,27 +179,46 @@ def reported(evidence: Evidence, seed: int, scores: np.ndarray, prefix: str) -> 
         return None
     lds, boot = _lds(evidence, seed, prefix, scores)
     base = baseline_figures(evidence, seed, prefix)
-    return {"lds": float(lds[0]), "ci": list(percentile_ci(boot[0], ALPHA)), "ceiling": base["ceiling"],
-            "share": _share(float(lds[0]), base["ceiling"]), "baselines_lds": base["lds"],
-            "baselines_share": {b: _share(v, base["ceiling"]) for b, v in base["lds"].items()}}
+    return {
+        "lds": float(lds[0]),
+        "ci": list(percentile_ci(boot[0], ALPHA)),
+        "ceiling": base["ceiling"],
+        "share": _share(float(lds[0]), base["ceiling"]),
+        "baselines_lds": base["lds"],
+        "baselines_share": {b: _share(v, base["ceiling"]) for b, v in base["lds"].items()},
+    }
 
 
 def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
     data = subsets(evidence, seed)
     if data is None:
-        return {"status": Status.INVALID_SETUP,
-                "why": f"no {JUDGED}_<i> counterfactual replays were built for this seed "
-                       "(a cache built by an older plan?)"}
+        return {
+            "status": Status.INVALID_SETUP,
+            "why": f"no {JUDGED}_<i> counterfactual replays were built for this seed "
+            "(a cache built by an older plan?)",
+        }
     x, y = data
     if np.ptp(y) == 0:
-        return {"status": Status.INVALID_SETUP, "why": "every subset's replay measured the same behavior"}
-    scores, level = level_scores(spec, evidence, seed, "rollout")  # native, or step scores broadcast
+        return {
+            "status": Status.INVALID_SETUP,
+            "why": "every subset's replay measured the same behavior",
+        }
+    # native, or step scores broadcast
+    scores, level = level_scores(spec, evidence, seed, "rollout")
     pred = subset_sums(x, scores)
     if np.ptp(pred) == 0:  # e.g. a method that scores only steps outside the trained window
-        return {"lds": float("nan"), "level": level, "n_subsets": int(y.size), "margin": float("nan"),
-                "chance_margin": float("nan"), "status": Status.FAIL,
-                "why": f"its prediction is the same for all {y.size} subsets: it gives the trained window's "
-                       "rollouts no ranking (LDS undefined)"}
+        return {
+            "lds": float("nan"),
+            "level": level,
+            "n_subsets": int(y.size),
+            "margin": float("nan"),
+            "chance_margin": float("nan"),
+            "status": Status.FAIL,
+            "why": (
+                f"its prediction is the same for all {y.size} subsets: it gives the trained "
+                "window's rollouts no ranking (LDS undefined)"
+            ),
+        }
     lds, boot = _lds(evidence, seed, JUDGED, scores)
     lo, hi = percentile_ci(boot[0], ALPHA)
     base = baseline_figures(evidence, seed)
@@ -184,29 +227,58 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     ok = lo > 0 and all(beaten.values())
     lost = [b for b, v in beaten.items() if not v]
     ceil = base["ceiling"]
-    why = (f"LDS {fmt(float(lds[0]))} [{fmt(lo)}, {fmt(hi)}] over {y.size} reweighted subsets "
-           f"({level}), "
-           f"{fmt(_share(float(lds[0]), ceil))} of the ceiling (metagrad {fmt(ceil)}); "
-           + ", ".join(f"{b} {fmt(base['lds'][b])}" for b in BASELINES)
-           + (f"; not beaten (paired CI): {', '.join(lost)}" if lost else ""))
-    return {"lds": float(lds[0]), "ci": [lo, hi], "level": level, "n_subsets": int(y.size),
-            "diff_ci": {b: list(d) for b, d in diffs.items()}, "baselines_lds": base["lds"],
-            "baselines_ci": {b: list(c) for b, c in base["ci"].items()}, "ceiling": ceil,
-            "ceiling_ci": base["ceiling_ci"], "ceiling_features": f"{CEILING}'s LDS on the same subsets",
-            "share": _share(float(lds[0]), ceil),
-            "baselines_share": {b: _share(v, ceil) for b, v in base["lds"].items()},
-            **{key: reported(evidence, seed, scores, prefix) for prefix, key in REPORTED.items()},
-            "margin": lo, "chance_margin": float(lds[0]),
-            "versus": {"LDS 0": {"value": float(lds[0]), "ci": [lo, hi]},
-                       **{b: {"value": float(lds[0]) - base["lds"][b], "ci": list(diffs[b])} for b in BASELINES}},
-            "status": Status.PASS if ok else Status.FAIL, "why": why}
+    why = (
+        f"LDS {fmt(float(lds[0]))} [{fmt(lo)}, {fmt(hi)}] over {y.size} reweighted subsets "
+        f"({level}), "
+        f"{fmt(_share(float(lds[0]), ceil))} of the ceiling (metagrad {fmt(ceil)}); "
+        + ", ".join(f"{b} {fmt(base['lds'][b])}" for b in BASELINES)
+        + (f"; not beaten (paired CI): {', '.join(lost)}" if lost else "")
+    )
+    return {
+        "lds": float(lds[0]),
+        "ci": [lo, hi],
+        "level": level,
+        "n_subsets": int(y.size),
+        "diff_ci": {b: list(d) for b, d in diffs.items()},
+        "baselines_lds": base["lds"],
+        "baselines_ci": {b: list(c) for b, c in base["ci"].items()},
+        "ceiling": ceil,
+        "ceiling_ci": base["ceiling_ci"],
+        "ceiling_features": f"{CEILING}'s LDS on the same subsets",
+        "share": _share(float(lds[0]), ceil),
+        "baselines_share": {b: _share(v, ceil) for b, v in base["lds"].items()},
+        **{key: reported(evidence, seed, scores, prefix) for prefix, key in REPORTED.items()},
+        "margin": lo,
+        "chance_margin": float(lds[0]),
+        "versus": {
+            "LDS 0": {"value": float(lds[0]), "ci": [lo, hi]},
+            **{
+                b: {"value": float(lds[0]) - base["lds"][b], "ci": list(diffs[b])}
+                for b in BASELINES
+            },
+        },
+        "status": Status.PASS if ok else Status.FAIL,
+        "why": why,
+    }
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline="lds", margin=MARGIN,
-                        extra={"n_boot": N_BOOT, "alpha": ALPHA, "baselines": list(BASELINES),
-                               "judged_subsets": JUDGED,
-                               "reported_subsets": list(REPORTED), "ceiling": CEILING})
+    return seed_verdict(
+        NAME,
+        evaluate_seed,
+        spec,
+        evidence,
+        headline="lds",
+        margin=MARGIN,
+        extra={
+            "n_boot": N_BOOT,
+            "alpha": ALPHA,
+            "baselines": list(BASELINES),
+            "judged_subsets": JUDGED,
+            "reported_subsets": list(REPORTED),
+            "ceiling": CEILING,
+        },
+    )
 
 
 CAPTION = (
@@ -215,7 +287,8 @@ CAPTION = (
     "replaying the stream without those rollouts does to the behavior. Right of the dashed 0 line "
     "is better than no information. The grey band holds the controls, the surface baseline and the "
     "step-count datamodel's held-out ceiling; a pass needs the CI above 0 and the paired CI above "
-    "every control.")
+    "every control."
+)
 TABLE = "Counterfactual LDS (Spearman of summed scores vs replayed ΔNLL over removed subsets)"
 AXIS = "LDS: Spearman(summed scores of a removed subset, replayed Δ behavior NLL)"
 
@@ -236,10 +309,19 @@ def _shared(per: dict, seeds: list[str]) -> tuple[list[list[str]], list[dict]]:
     for b in per[seeds[0]]["baselines_lds"]:
         vals = {s: (per[s]["baselines_lds"][b], *per[s]["baselines_ci"][b]) for s in seeds}
         surface = b == controls.SURFACE
-        rows.append(["surface baseline" if surface else f"control: {b}",
-                     *(pr.ci_cell(*v) for v in vals.values())])
-        dots.append(pr.dot_row("surface baseline" if surface else f"{b} (control)",
-                               [{s: pr.point(*v) for s, v in vals.items()}], band=True))
+        rows.append(
+            [
+                "surface baseline" if surface else f"control: {b}",
+                *(pr.ci_cell(*v) for v in vals.values()),
+            ]
+        )
+        dots.append(
+            pr.dot_row(
+                "surface baseline" if surface else f"{b} (control)",
+                [{s: pr.point(*v) for s, v in vals.items()}],
+                band=True,
+            )
+        )
     features = per[seeds[0]].get("ceiling_features", "step-count datamodel")
     rows.append([f"ceiling ({features})", *(pr.cell(per[s]["ceiling"]) for s in seeds)])
     ceiling = {s: pr.point(per[s].get("ceiling")) for s in seeds}
@@ -254,16 +336,37 @@ def present(rec: dict) -> dict:
         return {}
     seeds = list(per)
     rows, dots = _shared(per, seeds)
-    table = pr.table("lds", "lds", TABLE, pr.seed_columns("LDS [95% CI]", seeds),
-                     [[pr.estimator_label(rec), *(_lds_cell(per[s]) for s in seeds)]], rows,
-                     terminal=False)
+    table = pr.table(
+        "lds",
+        "lds",
+        TABLE,
+        pr.seed_columns("LDS [95% CI]", seeds),
+        [[pr.estimator_label(rec), *(_lds_cell(per[s]) for s in seeds)]],
+        rows,
+        terminal=False,
+    )
     mine = {s: pr.point(f.get("lds"), *(f.get("ci") or [None, None])) for s, f in per.items()}
     judged = [pr.dot_row(rec["estimator"], [mine])] if any("lds" in f for f in per.values()) else []
-    figure = pr.dots("lds", "lds", "Counterfactual LDS per estimator and seed", CAPTION,
-                     [pr.axis(AXIS, lines=[pr.line(0.0)])], judged, dots, horizontal=True,
-                     legend="lower right")
+    figure = pr.dots(
+        "lds",
+        "lds",
+        "Counterfactual LDS per estimator and seed",
+        CAPTION,
+        [pr.axis(AXIS, lines=[pr.line(0.0)])],
+        judged,
+        dots,
+        horizontal=True,
+        legend="lower right",
+    )
     return pr.presentation(table, figure, sections={"lds": {"title": "Counterfactual LDS"}})
 
 
-ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="causal ground truth (LDS, TRAK/dattri)",
-            headline="lds", present=present)
+ITEM = Item(
+    NAME,
+    TITLE,
+    "estimator",
+    evaluate,
+    reference="causal ground truth (LDS, TRAK/dattri)",
+    headline="lds",
+    present=present,
+)

@@ -23,10 +23,16 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
     for seed, a in evidence.artifacts.items():
         s = a.run.summary
         ok = s["s_b_final"] > S_B_MIN and s["control_rate_final"] <= CONTROL_MAX
-        per_seed[seed] = {"s_b_final": s["s_b_final"], "control_rate_final": s["control_rate_final"],
-                          "saturation_step": s["saturation_step"], "status": Status.PASS if ok else Status.FAIL,
-                          "why": f"s_b {fmt(s['s_b_final'])} (> {S_B_MIN}), control {fmt(s['control_rate_final'])} "
-                                 f"(≤ {CONTROL_MAX})"}
+        per_seed[seed] = {
+            "s_b_final": s["s_b_final"],
+            "control_rate_final": s["control_rate_final"],
+            "saturation_step": s["saturation_step"],
+            "status": Status.PASS if ok else Status.FAIL,
+            "why": (
+                f"s_b {fmt(s['s_b_final'])} (> {S_B_MIN}), control {fmt(s['control_rate_final'])} "
+                f"(≤ {CONTROL_MAX})"
+            ),
+        }
     return setup_verdict(NAME, per_seed, {"s_b_min": S_B_MIN, "control_max": CONTROL_MAX})
 
 

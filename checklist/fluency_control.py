@@ -1,19 +1,20 @@
 """Checklist item 5 — fluency control (reference pitfall P5).
 
-Rule (the reference's pre-registered rollout-level pass rule), on every seed, on fresh sibling groups
-sampled at the saturated checkpoint (draw 0): after residualizing the scores on fluency within groups
-(pooled linear slope), the within-group AUC for behavior vs non-behavior siblings must have a
-cluster-bootstrap 95% CI lower bound > 0.5, a CI width ≤ 0.15, and exceed the norm-only control's
-residualized AUC (on draws every sibling has weight 1, so norm-only is the only target-free control that is
-not constant: `controls.DRAW_CONTROL`). And, before any residualization, the estimator's within-group AUC
-must beat fluency's own — the strongest fluency-only score, since every monotone function of fluency has
-the same within-group AUC (the better of fluency and its negation is used) — by the paired rule: the 95%
-CI of AUC(estimator) − AUC(fluency), groups resampled together, lies above 0.
+Rule (the reference's pre-registered rollout-level pass rule), on every seed, on fresh sibling
+groups sampled at the saturated checkpoint (draw 0): after residualizing the scores on fluency
+within groups (pooled linear slope), the within-group AUC for behavior vs non-behavior siblings must
+have a cluster-bootstrap 95% CI lower bound > 0.5, a CI width ≤ 0.15, and exceed the norm-only
+control's residualized AUC (on draws every sibling has weight 1, so norm-only is the only
+target-free control that is not constant: `controls.DRAW_CONTROL`). And, before any residualization,
+the estimator's within-group AUC must beat fluency's own — the strongest fluency-only score, since
+every monotone function of fluency has the same within-group AUC (the better of fluency and its
+negation is used) — by the paired rule: the 95% CI of AUC(estimator) − AUC(fluency), groups
+resampled together, lies above 0.
 
-Why both. The linear residualization removes only the part of a score that is linear in fluency: a rank
-(or any nonlinear) transform of fluency survives it and can clear the residualized bar while knowing
-nothing but fluency. Beating fluency's own AUC closes that door without assuming a functional form; the
-residualized bar keeps the reference's pre-registered rule.
+Why both. The linear residualization removes only the part of a score that is linear in fluency: a
+rank (or any nonlinear) transform of fluency survives it and can clear the residualized bar while
+knowing nothing but fluency. Beating fluency's own AUC closes that door without assuming a
+functional form; the residualized bar keeps the reference's pre-registered rule.
 
 Reported beside it: fluency-matched pairs (|Δfluency| ≤ 0.10 nats; judged by nobody, shown when ≥ 30
 pairs), a nonlinear control (residualizing on quantile bins of fluency) and the surface baseline's
@@ -91,8 +92,10 @@ from ._base import Item, fmt
 from ._common import seed_verdict
 
 NAME = "fluency_control"
-TITLE = ("survives the fluency control (residualized within-group AUC) and beats fluency's own "
-         "AUC, against the behavior label and the causal label")
+TITLE = (
+    "survives the fluency control (residualized within-group AUC) and beats fluency's own "
+    "AUC, against the behavior label and the causal label"
+)
 HEADLINE = "auc"  # figure compared against a baseline scorecard (--scorecard-compare)
 CI_LOWER = 0.5  # CI lower bound must exceed this
 CI_MAX_WIDTH = 0.15  # and the CI must be at most this wide
@@ -111,8 +114,9 @@ def auc_with_ci(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, seed
     return {"auc": auc, "ci_lo": lo, "ci_hi": hi, "pairs": pairs}
 
 
-def better_direction(x: np.ndarray, labels: np.ndarray,
-                     groups: np.ndarray) -> tuple[np.ndarray, float]:
+def better_direction(
+    x: np.ndarray, labels: np.ndarray, groups: np.ndarray
+) -> tuple[np.ndarray, float]:
     """`x` or −`x`, whichever ranks `labels` better within groups, and that AUC (every monotone
     function of a score has its AUC or its complement's)."""
     x = np.asarray(x, float)
@@ -120,8 +124,15 @@ def better_direction(x: np.ndarray, labels: np.ndarray,
     return (-x, 1.0 - auc) if auc < 0.5 else (x, auc)
 
 
-def judge_label(raw: np.ndarray, labels: np.ndarray, p: AttributionProblem, ctrl: np.ndarray,
-                surface: np.ndarray, seed: int, gate_surface: bool) -> dict:
+def judge_label(
+    raw: np.ndarray,
+    labels: np.ndarray,
+    p: AttributionProblem,
+    ctrl: np.ndarray,
+    surface: np.ndarray,
+    seed: int,
+    gate_surface: bool,
+) -> dict:
     """The readout of `raw` against one label (module docstring): figures, ``versus`` and
     ``problems`` (why it fails; empty when it passes). `gate_surface`: the surface baseline is one
     of the bars."""
@@ -131,13 +142,24 @@ def judge_label(raw: np.ndarray, labels: np.ndarray, p: AttributionProblem, ctrl
     surface_auc, _ = within_group_auc(residualize(surface, flu, g), labels, g)
     flu_dir, flu_auc = better_direction(flu, labels, g)
     vs_flu = paired_group_auc_diff(raw, flu_dir, labels, g, n_boot=N_BOOT, seed=seed)
-    versus = {f"AUC {CI_LOWER}": {"value": est["auc"] - CI_LOWER,
-                                  "ci": [est["ci_lo"] - CI_LOWER, est["ci_hi"] - CI_LOWER]},
-              CONTROL: {"value": est["auc"] - ctrl_auc, "ci": None},
-              "fluency itself": {"value": vs_flu["diff"], "ci": [vs_flu["ci_lo"], vs_flu["ci_hi"]]}}
-    out = {**est, "control_auc": ctrl_auc, "surface_auc": surface_auc, "fluency_auc": flu_auc,
-           "vs_fluency": vs_flu, "raw_auc": within_group_auc(raw, labels, g)[0],
-           "margin": est["auc"] - max(CI_LOWER, ctrl_auc), "chance_margin": est["auc"] - 0.5}
+    versus = {
+        f"AUC {CI_LOWER}": {
+            "value": est["auc"] - CI_LOWER,
+            "ci": [est["ci_lo"] - CI_LOWER, est["ci_hi"] - CI_LOWER],
+        },
+        CONTROL: {"value": est["auc"] - ctrl_auc, "ci": None},
+        "fluency itself": {"value": vs_flu["diff"], "ci": [vs_flu["ci_lo"], vs_flu["ci_hi"]]},
+    }
+    out = {
+        **est,
+        "control_auc": ctrl_auc,
+        "surface_auc": surface_auc,
+        "fluency_auc": flu_auc,
+        "vs_fluency": vs_flu,
+        "raw_auc": within_group_auc(raw, labels, g)[0],
+        "margin": est["auc"] - max(CI_LOWER, ctrl_auc),
+        "chance_margin": est["auc"] - 0.5,
+    }
     why = []
     if not est["ci_lo"] > CI_LOWER:
         why.append(f"CI lower ≤ {CI_LOWER}")
@@ -175,17 +197,19 @@ def _causal_half(raw, effect, p, ctrl, surface, seed) -> tuple[dict, Status]:
     causal = np.asarray(effect) > 0
     c = judge_label(raw, causal, p, ctrl, surface, seed, gate_surface=True)
     c.update(spearman=_spearman(raw, effect, p.group, seed), positive_rate=float(np.mean(causal)))
-    status = (Status.INVALID_SETUP if c["pairs"] == 0
-              else Status.FAIL if c["problems"] else Status.PASS)
+    status = (
+        Status.INVALID_SETUP if c["pairs"] == 0 else Status.FAIL if c["problems"] else Status.PASS
+    )
     return c, status
 
 
 def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
     p = evidence.draw_problem(seed, draw)
     labels = evidence.labels(p)
-    # with no sibling group mixing behavior and not there is nothing to rank: the estimator is not asked (its
-    # constant score — the label reader's, rightly — would fail the item as "ranks nothing"); the figures
-    # below come out empty and the seed is invalid-setup like every other estimator's
+    # with no sibling group mixing behavior and not there is nothing to rank: the estimator is not
+    # asked (its constant score — the label reader's, rightly — would fail the item as "ranks
+    # nothing"); the figures below come out empty and the seed is invalid-setup like every other
+    # estimator's
     mixed = within_group_auc(np.zeros(labels.size), labels, p.group)[1] > 0
     raw = evidence.scores(spec, p) if mixed else np.zeros(labels.size)
     ctrl = controls.draw_scores(evidence, seed, draw, CONTROL)
@@ -196,42 +220,78 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     m_auc, m_pairs = matched_pair_auc(raw, labels, p.group, p.fluency, CALIPER)
     probes = {q["step"]: q for q in evidence.artifacts[seed].run.probes}
     rate = probes[p.extra["analysis_step"]]["sampled_rate"]
-    out = {**{k: v for k, v in ref.items() if k != "problems"}, CAUSAL: cau,
-           "binned_auc": binned["auc"], "binned_ci": [binned["ci_lo"], binned["ci_hi"]],
-           "matched_auc": m_auc if m_pairs >= MIN_MATCHED else None, "matched_pairs": m_pairs,
-           "analysis_step": p.extra["analysis_step"], "sampled_rate": rate,
-           "behavior_rate": float(np.mean(labels)), "draw": draw,
-           "reference_margin": ref["margin"], "margin": _lower(ref["margin"], cau["margin"]),
-           "chance_margin": _lower(ref["chance_margin"], cau["chance_margin"]),
-           "versus": {**ref["versus"], **{f"{k} ({CAUSAL})": v for k, v in cau["versus"].items()}}}
-    head = (f"AUC {fmt(ref['auc'])} [{fmt(ref['ci_lo'])}, {fmt(ref['ci_hi'])}] vs {CONTROL} "
-            f"{fmt(ref['control_auc'])}; raw AUC {fmt(ref['raw_auc'])} vs fluency's "
-            f"{fmt(ref['fluency_auc'])} (Δ CI lower {fmt(ref['vs_fluency']['ci_lo'])}); surface "
-            f"{fmt(ref['surface_auc'])} (reported); causal AUC {fmt(cau['auc'])} "
-            f"[{fmt(cau['ci_lo'])}, {fmt(cau['ci_hi'])}], vs surface Δ CI lower "
-            f"{fmt(cau['vs_surface']['ci_lo'])}")
-    ref_status = (Status.INVALID_SETUP if rate < SATURATION or ref["pairs"] == 0
-                  else Status.FAIL if ref["problems"] else Status.PASS)
+    out = {
+        **{k: v for k, v in ref.items() if k != "problems"},
+        CAUSAL: cau,
+        "binned_auc": binned["auc"],
+        "binned_ci": [binned["ci_lo"], binned["ci_hi"]],
+        "matched_auc": m_auc if m_pairs >= MIN_MATCHED else None,
+        "matched_pairs": m_pairs,
+        "analysis_step": p.extra["analysis_step"],
+        "sampled_rate": rate,
+        "behavior_rate": float(np.mean(labels)),
+        "draw": draw,
+        "reference_margin": ref["margin"],
+        "margin": _lower(ref["margin"], cau["margin"]),
+        "chance_margin": _lower(ref["chance_margin"], cau["chance_margin"]),
+        "versus": {**ref["versus"], **{f"{k} ({CAUSAL})": v for k, v in cau["versus"].items()}},
+    }
+    head = (
+        f"AUC {fmt(ref['auc'])} [{fmt(ref['ci_lo'])}, {fmt(ref['ci_hi'])}] vs {CONTROL} "
+        f"{fmt(ref['control_auc'])}; raw AUC {fmt(ref['raw_auc'])} vs fluency's "
+        f"{fmt(ref['fluency_auc'])} (Δ CI lower {fmt(ref['vs_fluency']['ci_lo'])}); surface "
+        f"{fmt(ref['surface_auc'])} (reported); causal AUC {fmt(cau['auc'])} "
+        f"[{fmt(cau['ci_lo'])}, {fmt(cau['ci_hi'])}], vs surface Δ CI lower "
+        f"{fmt(cau['vs_surface']['ci_lo'])}"
+    )
+    ref_status = (
+        Status.INVALID_SETUP
+        if rate < SATURATION or ref["pairs"] == 0
+        else Status.FAIL
+        if ref["problems"]
+        else Status.PASS
+    )
     out["reference_status"] = ref_status  # the reference's rule alone (docs/fidelity.md's P6 row)
     if rate < SATURATION:
-        return {**out, "status": Status.INVALID_SETUP,
-                "why": f"checkpoint {p.extra['analysis_step']} is not saturated "
-                       f"(sampled rate {fmt(rate)} < {SATURATION})"}
+        return {
+            **out,
+            "status": Status.INVALID_SETUP,
+            "why": f"checkpoint {p.extra['analysis_step']} is not saturated "
+            f"(sampled rate {fmt(rate)} < {SATURATION})",
+        }
     if ref["pairs"] == 0:
-        return {**out, "status": Status.INVALID_SETUP,
-                "why": "no sibling group holds both behavior and non-behavior replies"}
+        return {
+            **out,
+            "status": Status.INVALID_SETUP,
+            "why": "no sibling group holds both behavior and non-behavior replies",
+        }
     why = ref["problems"] + [f"{CAUSAL}: {w}" for w in cau["problems"]]
     if cau_status is Status.INVALID_SETUP:
         why.append(f"{CAUSAL}: no sibling group holds effects of both signs")
     status = worst_status([ref_status, cau_status], FAIL_FIRST)
-    return {**out, "status": status, "why": head + (" — " + ", ".join(why) if why else ""),
-            "short": ", ".join(why)}
+    return {
+        **out,
+        "status": status,
+        "why": head + (" — " + ", ".join(why) if why else ""),
+        "short": ", ".join(why),
+    }
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE, margin=MARGIN,
-                        extra={"ci_lower": CI_LOWER, "ci_max_width": CI_MAX_WIDTH, "saturation": SATURATION,
-                               "n_boot": N_BOOT})
+    return seed_verdict(
+        NAME,
+        evaluate_seed,
+        spec,
+        evidence,
+        headline=HEADLINE,
+        margin=MARGIN,
+        extra={
+            "ci_lower": CI_LOWER,
+            "ci_max_width": CI_MAX_WIDTH,
+            "saturation": SATURATION,
+            "n_boot": N_BOOT,
+        },
+    )
 
 
 FIGURE = "auc"  # the figure's key: draw_variance adds each estimator's other draws to it
@@ -241,9 +301,12 @@ CAPTION = (
     "its 95% cluster-bootstrap CI; hollow circles: the same on the other draws. The grey band "
     "holds the norm-only control and the surface baseline (on draws it is the behavior label "
     "itself, so nothing beats it against that label; the causal label's AUCs are in the table). "
-    "Dashed: 0.5, no better than a coin within a group; a pass needs the CI above it.")
-REFERENCES = (("control_auc", f"control: {CONTROL}", f"{CONTROL} (control)"),  # figure, table, plot
-              ("surface_auc", "surface baseline (the behavior label)", "surface (the label)"))
+    "Dashed: 0.5, no better than a coin within a group; a pass needs the CI above it."
+)
+REFERENCES = (
+    ("control_auc", f"control: {CONTROL}", f"{CONTROL} (control)"),  # figure, table, plot
+    ("surface_auc", "surface baseline (the behavior label)", "surface (the label)"),
+)
 
 
 def _with_causal(f: dict, ref: str, causal) -> str:
@@ -262,20 +325,41 @@ def present(rec: dict) -> dict:
     auc = {s: (per[s].get("auc"), per[s].get("ci_lo"), per[s].get("ci_hi")) for s in seeds}
     ci = lambda c: pr.ci_cell(c.get("auc"), c.get("ci_lo"), c.get("ci_hi"))  # noqa: E731
     row = [pr.estimator_label(rec), *(_with_causal(per[s], pr.ci_cell(*auc[s]), ci) for s in seeds)]
-    shared = [[shown, *(_with_causal(per[s], pr.cell(per[s].get(key)),
-                                     lambda c, key=key: pr.cell(c.get(key))) for s in seeds)]
-              for key, shown, _ in REFERENCES]
+    shared = [
+        [
+            shown,
+            *(
+                _with_causal(
+                    per[s], pr.cell(per[s].get(key)), lambda c, key=key: pr.cell(c.get(key))
+                )
+                for s in seeds
+            ),
+        ]
+        for key, shown, _ in REFERENCES
+    ]
     dot = pr.dot_row(rec["estimator"], [{s: pr.point(*a) for s, a in auc.items()}])
-    bands = [pr.dot_row(name, [{s: pr.point(per[s].get(key)) for s in seeds}], band=True)
-             for key, _, name in REFERENCES]
+    bands = [
+        pr.dot_row(name, [{s: pr.point(per[s].get(key)) for s in seeds}], band=True)
+        for key, _, name in REFERENCES
+    ]
     title = "Fluency-residualized within-group AUC (draw 0, saturated checkpoint)"
     columns = pr.seed_columns("fluency-residualized AUC [95% CI] · vs the causal label", seeds)
     axis = pr.axis("residualized within-group AUC", lines=[pr.line(0.5)])
     return pr.presentation(
         pr.table("auc", "auc", title, columns, [row], shared, terminal=False),
-        pr.dots(FIGURE, "auc", "Fluency-residualized within-group AUC", CAPTION, [axis], [dot],
-                bands, wide=True, legend="lower left"),
-        sections={"auc": {"title": "Fluency control (AUC)"}})
+        pr.dots(
+            FIGURE,
+            "auc",
+            "Fluency-residualized within-group AUC",
+            CAPTION,
+            [axis],
+            [dot],
+            bands,
+            wide=True,
+            legend="lower left",
+        ),
+        sections={"auc": {"title": "Fluency control (AUC)"}},
+    )
 
 
 ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P5", headline=HEADLINE, present=present)

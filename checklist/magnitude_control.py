@@ -2,42 +2,44 @@
 
 Rule, on every seed, on the real training rollouts scored against the planted GT: the estimator's
 precision@|GT| must exceed that of EACH target-free control (`behaviortrace.checklist.controls`: the
-advantage A, the signed update size A·‖e‖, the reference's norm-only |A|·‖e‖, and the surface baseline
-1[reply shows the behavior] × sign(A), which reads the reply's text), with the 95% paired
-cluster-bootstrap CI of the difference (steps resampled, `N_BOOT` resamples) above 0 — at rollout level
-and at step level. Every estimator is judged at both levels: one without a step level is judged on its
-rollout scores summed per step, one without a rollout level on its step scores broadcast to the rollouts
-(`_common.level_scores`). A comparison is judged only where the level leaves room above the control: the
-ceiling ranking itself (rollouts ordered by their label at rollout level; steps by their GT share at step
-level, all rollouts of a step tied) must beat the control by the same paired-bootstrap rule. Where even
-the ceiling cannot, no method can, and the comparison is reported ("n/a: no room above it" — the P1/P2
-situation of a control at or near the ceiling), not judged. Reported beside it, per seed and level:
-precision, lift, chance and ceiling (the reference's tables).
+advantage A, the signed update size A·‖e‖, the reference's norm-only |A|·‖e‖, and the surface
+baseline 1[reply shows the behavior] × sign(A), which reads the reply's text), with the 95% paired
+cluster-bootstrap CI of the difference (steps resampled, `N_BOOT` resamples) above 0 — at rollout
+level and at step level. Every estimator is judged at both levels: one without a step level is
+judged on its rollout scores summed per step, one without a rollout level on its step scores
+broadcast to the rollouts (`_common.level_scores`). A comparison is judged only where the level
+leaves room above the control: the ceiling ranking itself (rollouts ordered by their label at
+rollout level; steps by their GT share at step level, all rollouts of a step tied) must beat the
+control by the same paired-bootstrap rule.
+Where even the ceiling cannot, no method can, and the comparison is reported ("n/a: no room above
+it" — the P1/P2 situation of a control at or near the ceiling), not judged. Reported beside it, per
+seed and level: precision, lift, chance and ceiling (the reference's tables).
 
-Why the surface baseline gates here. The stream's GT is visible in the text (an early, rewarded reply
-that shows the behavior): "behavior string present × sign(A)", with no gradient and no target, reaches
-lift 11–12× at rollout level on the default fixture, above every gradient method. A method that does not
-rank the planted cause better than that reading of the reply has not shown attribution on this item, so
-the text is one of the controls a pass must beat (the product's rule: every item is judged against the
-strongest control a method could have without the target or the gradient — the advantage, the gradient's
-size, the reply's text). On draws the surface baseline is the label itself and cannot gate (nothing beats
-it); `fluency_control` reports it. A smarter text heuristic (trigger ∧ behavior ∧ rewarded, earliest
-first) comes close to the ceiling on this fixture: label-scored items cannot tell such reading from
-attribution, which is why the causal check scores methods against retraining.
+Why the surface baseline gates here. The stream's GT is visible in the text (an early, rewarded
+reply that shows the behavior): "behavior string present × sign(A)", with no gradient and no target,
+reaches lift 11–12× at rollout level on the default fixture, above every gradient method. A method
+that does not rank the planted cause better than that reading of the reply has not shown attribution
+on this item, so the text is one of the controls a pass must beat (the product's rule: every item is
+judged against the strongest control a method could have without the target or the gradient — the
+advantage, the gradient's size, the reply's text). On draws the surface baseline is the label itself
+and cannot gate (nothing beats it); `fluency_control` reports it. A smarter text heuristic (trigger
+∧ behavior ∧ rewarded, earliest first) comes close to the ceiling on this fixture: label-scored
+items cannot tell such reading from attribution, which is why the causal check scores methods
+against retraining.
 
 Rationale: with std-normalized advantages a step's gradient size tracks how many groups had reward
-variance, which the contamination creates, so ‖gradient‖ alone "finds" the contaminated steps; and the
-advantage itself carries the planted +8 reward (A alone reaches precision 0.93–0.97 at rollout level on
-the default fixture). A targeted method that cannot beat what it would score without its target has
-shown nothing about the target.
+variance, which the contamination creates, so ‖gradient‖ alone "finds" the contaminated steps; and
+the advantage itself carries the planted +8 reward (A alone reaches precision 0.93–0.97 at rollout
+level on the default fixture). A targeted method that cannot beat what it would score without its
+target has shown nothing about the target.
 
 Resamples: `N_BOOT` = 10,000. The decision is the sign of the 2.5th percentile of the resampled
 difference; with B resamples that percentile rests on its 0.025·B-th order statistic (5 at the old
-B = 200, so a close call flipped with the bootstrap seed). At 10,000 it rests on the 250th, and its Monte
-Carlo error (≈ √(0.025·0.975/B) in probability, 0.0016) is small beside the CI itself: a test reruns a
-borderline case under 5 bootstrap seeds and the verdict holds (`tests/test_bootstrap.py`). The
-vectorized bootstrap (`bt_core.metrics.precision_resamples`) makes that affordable: one resample matrix
-per seed is shared by the estimator, every control and the surface baseline.
+B = 200, so a close call flipped with the bootstrap seed). At 10,000 it rests on the 250th, and its
+Monte Carlo error (≈ √(0.025·0.975/B) in probability, 0.0016) is small beside the CI itself: a test
+reruns a borderline case under 5 bootstrap seeds and the verdict holds (`tests/test_bootstrap.py`).
+The vectorized bootstrap (`bt_core.metrics.precision_resamples`) makes that affordable: one resample
+matrix per seed is shared by the estimator, every control and the surface baseline.
 """
 
 from __future__ import annotations
@@ -63,7 +65,10 @@ from ._common import level_scores, seed_verdict
 from ._memo import memo
 
 NAME = "magnitude_control"
-TITLE = "beats every target-free control (advantage, signed and unsigned gradient size, reply text) at both levels"
+TITLE = (
+    "beats every target-free control (advantage, signed and unsigned gradient size, reply text) "
+    "at both levels"
+)
 HEADLINE = "lift"  # figure compared against a baseline scorecard (--scorecard-compare)
 N_BOOT = 10_000  # paired cluster-bootstrap resamples (see the module docstring)
 ALPHA = 0.05  # two-sided; the CI's lower bound of (estimator − control) must exceed 0
@@ -73,23 +78,34 @@ MARGIN = "Δ precision@|GT| over the control (paired bootstrap 95% CI)"
 
 def _setup(evidence: Evidence, seed: int) -> dict:
     """Labels, resample multiplicities (steps as clusters) and the ceilings of a seed (memoized)."""
+
     def run() -> dict:
         pr, ps = evidence.stream_problem(seed, "rollout"), evidence.stream_problem(seed, "step")
         labels = np.asarray(evidence.labels(pr), bool)
         inv, counts = resample_counts(pr.step, N_BOOT, seed)
-        return {"labels": labels, "inv": inv, "counts": counts, "chance": chance(labels),
-                "ceiling": {"rollout": 1.0, "step": ceiling_precision(ps.unit_of_rollout, labels)}}
+        return {
+            "labels": labels,
+            "inv": inv,
+            "counts": counts,
+            "chance": chance(labels),
+            "ceiling": {"rollout": 1.0, "step": ceiling_precision(ps.unit_of_rollout, labels)},
+        }
+
     return memo(evidence, ("magnitude-setup", seed), run)
 
 
 def _resampled(evidence: Evidence, seed: int, key: tuple, scores: np.ndarray) -> np.ndarray:
     s = _setup(evidence, seed)
-    return memo(evidence, ("magnitude-resampled", seed, *key),
-                         lambda: precision_resamples(scores, s["labels"], s["inv"], s["counts"]))
+    return memo(
+        evidence,
+        ("magnitude-resampled", seed, *key),
+        lambda: precision_resamples(scores, s["labels"], s["inv"], s["counts"]),
+    )
 
 
 def _ceiling_boot(evidence: Evidence, seed: int, level: str) -> np.ndarray:
-    """Resampled precision of the ceiling ranking: the labels (rollout level) or each step's GT share."""
+    """Resampled precision of the ceiling ranking: the labels (rollout level) or each step's GT
+    share."""
     s = _setup(evidence, seed)
     if level == "rollout":
         best = s["labels"].astype(float)
@@ -99,10 +115,19 @@ def _ceiling_boot(evidence: Evidence, seed: int, level: str) -> np.ndarray:
     return _resampled(evidence, seed, ("ceiling", level), best)
 
 
-def _versus(prec: float, boot: np.ndarray, other: np.ndarray, other_boot: np.ndarray, labels, ch: float) -> dict:
+def _versus(
+    prec: float, boot: np.ndarray, other: np.ndarray, other_boot: np.ndarray, labels, ch: float
+) -> dict:
     p = precision_at_k(other, labels)
     lo, hi = percentile_ci(boot - other_boot, ALPHA)
-    return {"precision": p, "lift": p / ch, "diff": prec - p, "ci_lo": lo, "ci_hi": hi, "beats": bool(lo > 0)}
+    return {
+        "precision": p,
+        "lift": p / ch,
+        "diff": prec - p,
+        "ci_lo": lo,
+        "ci_hi": hi,
+        "beats": bool(lo > 0),
+    }
 
 
 def level_figures(spec: EstimatorSpec, evidence: Evidence, seed: int, level: str) -> dict:
@@ -114,26 +139,46 @@ def level_figures(spec: EstimatorSpec, evidence: Evidence, seed: int, level: str
     vs = {}
     for name in (*controls.CONTROL_NAMES, controls.SURFACE):
         other = controls.stream_scores(evidence, seed, level, name)
-        vs[name] = _versus(prec, boot, other, _resampled(evidence, seed, ("control", name, level), other), labels, ch)
+        vs[name] = _versus(
+            prec,
+            boot,
+            other,
+            _resampled(evidence, seed, ("control", name, level), other),
+            labels,
+            ch,
+        )
     top = _ceiling_boot(evidence, seed, level)
     for name, c in vs.items():
         other = _resampled(evidence, seed, ("control", name, level), None)
         c["room_ci_lo"] = percentile_ci(top - other, ALPHA)[0]
         c["judged"] = bool(ceil - c["precision"] > 1e-9 and c["room_ci_lo"] > 0)
     strongest = max(vs, key=lambda n: vs[n]["precision"])
-    return {"precision": prec, "lift": prec / ch, "scores": how, "chance": ch, "ceiling": ceil,
-            "ceiling_lift": ceil / ch, "controls": vs, "strongest_control": strongest,
-            "control_lift": vs[strongest]["lift"], "surface": vs[controls.SURFACE]}
+    return {
+        "precision": prec,
+        "lift": prec / ch,
+        "scores": how,
+        "chance": ch,
+        "ceiling": ceil,
+        "ceiling_lift": ceil / ch,
+        "controls": vs,
+        "strongest_control": strongest,
+        "control_lift": vs[strongest]["lift"],
+        "surface": vs[controls.SURFACE],
+    }
 
 
 def _level_why(level: str, f: dict) -> str:
-    parts = ", ".join(f"{n} {fmt(c['lift'])}×" + ("" if c["judged"] else " (n/a: no room above it)")
-                      for n, c in f["controls"].items())
+    parts = ", ".join(
+        f"{n} {fmt(c['lift'])}×" + ("" if c["judged"] else " (n/a: no room above it)")
+        for n, c in f["controls"].items()
+    )
     lost = [n for n, c in f["controls"].items() if c["judged"] and not c["beats"]]
     worst = min(f["controls"].values(), key=lambda c: c["ci_lo"] if c["judged"] else np.inf)
     verdict = f"FAILS vs {', '.join(lost)}" if lost else "beats every control"
-    return (f"{level} lift {fmt(f['lift'])}× ({f['scores']}) vs {parts}; min Δprecision CI lower "
-            f"{fmt(worst['ci_lo'])}: {verdict}")
+    return (
+        f"{level} lift {fmt(f['lift'])}× ({f['scores']}) vs {parts}; min Δprecision CI lower "
+        f"{fmt(worst['ci_lo'])}: {verdict}"
+    )
 
 
 def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
@@ -141,19 +186,37 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     r["step"] = level_figures(spec, evidence, seed, "step")
     judged = [c for f in (r, r["step"]) for c in f["controls"].values() if c["judged"]]
     ok = all(c["beats"] for c in judged)
-    return {**r, "status": Status.PASS if ok else Status.FAIL,
-            "margin": min((c["diff"] for c in judged), default=float("nan")),
-            "versus": {f"{n} ({lv})": {"value": c["diff"], "ci": [c["ci_lo"], c["ci_hi"]]}
-                       for lv, f in zip(LEVELS, (r, r["step"]), strict=True)
-                       for n, c in f["controls"].items() if c["judged"]},
-            "chance_margin": r["precision"] - r["chance"],
-            "why": f"{_level_why('rollout', r)}. {_level_why('step', r['step'])}"}
+    return {
+        **r,
+        "status": Status.PASS if ok else Status.FAIL,
+        "margin": min((c["diff"] for c in judged), default=float("nan")),
+        "versus": {
+            f"{n} ({lv})": {"value": c["diff"], "ci": [c["ci_lo"], c["ci_hi"]]}
+            for lv, f in zip(LEVELS, (r, r["step"]), strict=True)
+            for n, c in f["controls"].items()
+            if c["judged"]
+        },
+        "chance_margin": r["precision"] - r["chance"],
+        "why": f"{_level_why('rollout', r)}. {_level_why('step', r['step'])}",
+    }
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline=HEADLINE, margin=MARGIN,
-                        extra={"n_boot": N_BOOT, "alpha": ALPHA, "controls": {
-                            c.name: {"rollout": c.rollout_rule, "step": c.step_rule} for c in controls.CONTROLS}})
+    return seed_verdict(
+        NAME,
+        evaluate_seed,
+        spec,
+        evidence,
+        headline=HEADLINE,
+        margin=MARGIN,
+        extra={
+            "n_boot": N_BOOT,
+            "alpha": ALPHA,
+            "controls": {
+                c.name: {"rollout": c.rollout_rule, "step": c.step_rule} for c in controls.CONTROLS
+            },
+        },
+    )
 
 
 LIFT = "lift: precision@|GT| ÷ chance"
@@ -163,13 +226,15 @@ LIFT_CAPTION = (
     "band holds the target-free controls and the surface baseline that decide magnitude_control: a "
     "method passes only where it sits above every one of them on every seed (the paired CI "
     "decides; see the margin figure). Dashed: chance (1×); dotted, in the seed's colour: that "
-    "seed's ceiling.")
+    "seed's ceiling."
+)
 SECTION = {"title": "Lift beside the controls"}
 SURFACE_NOTE = (
     "The surface baseline reads only the reply text and the advantage: 1 if the reply contains the "
     "behavior token × sign(A); on draws it is the behavior flag, i.e. the label. A method that "
     "does not beat it on the stream has not shown more than text matching of the rewarded behavior "
-    "and fails magnitude_control; on draws it is the label and is only reported.")
+    "and fails magnitude_control; on draws it is the label and is only reported."
+)
 
 
 def _at(f: dict, level: str) -> dict:
@@ -179,14 +244,35 @@ def _at(f: dict, level: str) -> dict:
 def _lift_panels(seeds: list[str], rows: dict, dots: list[dict], ceiling: dict) -> list[dict]:
     """The lift tables (`rows`: {level: rows}) and figure (`ceiling`: {level: {seed: lift}})."""
     title = "{}-level lift (precision@|GT| ÷ chance)"
-    tables = [pr.table(f"lift-{lv}", "lift", title.format(lv.capitalize()),
-                       pr.seed_columns("lift", seeds), rows[lv]) for lv in LEVELS]
-    axes = [pr.axis(LIFT, f"{lv} level", [pr.line(1.0), *(pr.line(c, "dotted", s)
-                                                           for s, c in ceiling[lv].items())])
-            for lv in LEVELS]
-    figure = pr.dots("lift", "lift", "Lift per estimator and seed, beside the controls",
-                     LIFT_CAPTION, axes, dots, wide=True, band_label="target-free controls",
-                     legend="upper left")
+    tables = [
+        pr.table(
+            f"lift-{lv}",
+            "lift",
+            title.format(lv.capitalize()),
+            pr.seed_columns("lift", seeds),
+            rows[lv],
+        )
+        for lv in LEVELS
+    ]
+    axes = [
+        pr.axis(
+            LIFT,
+            f"{lv} level",
+            [pr.line(1.0), *(pr.line(c, "dotted", s) for s, c in ceiling[lv].items())],
+        )
+        for lv in LEVELS
+    ]
+    figure = pr.dots(
+        "lift",
+        "lift",
+        "Lift per estimator and seed, beside the controls",
+        LIFT_CAPTION,
+        axes,
+        dots,
+        wide=True,
+        band_label="target-free controls",
+        legend="upper left",
+    )
     return [*tables, figure]
 
 
@@ -198,8 +284,9 @@ def present(rec: dict) -> dict:
     seeds = list(per)
     lift = {lv: {s: _at(per[s], lv).get("lift") for s in seeds} for lv in LEVELS}
     rows = {lv: [[pr.estimator_label(rec), *map(pr.cell, lift[lv].values())]] for lv in LEVELS}
-    dot = pr.dot_row(rec["estimator"],
-                     [{s: pr.point(v) for s, v in lift[lv].items()} for lv in LEVELS])
+    dot = pr.dot_row(
+        rec["estimator"], [{s: pr.point(v) for s, v in lift[lv].items()} for lv in LEVELS]
+    )
     ceiling = {lv: {s: _at(per[s], lv).get("ceiling_lift") for s in seeds} for lv in LEVELS}
     return pr.presentation(*_lift_panels(seeds, rows, [dot], ceiling), sections={"lift": SECTION})
 
@@ -217,15 +304,27 @@ def present_controls(baselines: dict) -> dict:
     names = [*baselines.get("controls", {}), controls.SURFACE]
     shown = {n: "surface baseline" if n == controls.SURFACE else f"control: {n}" for n in names}
     drawn = {n: "surface baseline" if n == controls.SURFACE else f"{n} (control)" for n in names}
-    rows = {lv: [[shown[n], *(pr.cell(get(s, lv, n, "lift")) for s in seeds)] for n in names]
-            + [["chance (precision)", *(pr.cell(get(s, lv, "chance")) for s in seeds)],
-               ["ceiling (lift)", *(pr.cell(get(s, lv, "ceiling_lift")) for s in seeds)]]
-            for lv in LEVELS}
-    dots = [pr.dot_row(drawn[n], [{s: pr.point(get(s, lv, n, "lift")) for s in seeds}
-                                  for lv in LEVELS], band=True) for n in names]
+    rows = {
+        lv: [[shown[n], *(pr.cell(get(s, lv, n, "lift")) for s in seeds)] for n in names]
+        + [
+            ["chance (precision)", *(pr.cell(get(s, lv, "chance")) for s in seeds)],
+            ["ceiling (lift)", *(pr.cell(get(s, lv, "ceiling_lift")) for s in seeds)],
+        ]
+        for lv in LEVELS
+    }
+    dots = [
+        pr.dot_row(
+            drawn[n],
+            [{s: pr.point(get(s, lv, n, "lift")) for s in seeds} for lv in LEVELS],
+            band=True,
+        )
+        for n in names
+    ]
     ceiling = {lv: {s: get(s, lv, "ceiling_lift") for s in seeds} for lv in LEVELS}
-    note = "; ".join(f"{n} = {c.get('rollout')} (step: {c.get('step')})"
-                     for n, c in (baselines.get("controls") or {}).items())
+    note = "; ".join(
+        f"{n} = {c.get('rollout')} (step: {c.get('step')})"
+        for n, c in (baselines.get("controls") or {}).items()
+    )
     section = {**SECTION, "note": f"Controls: {note}. {SURFACE_NOTE}"}
     return pr.presentation(*_lift_panels(seeds, rows, dots, ceiling), sections={"lift": section})
 

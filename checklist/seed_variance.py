@@ -1,20 +1,20 @@
 """Checklist item 6a — seed variance (reference finding P6).
 
-Rule (≥ 3 training seeds; the default scale has 5), for each per-seed item — magnitude control, fluency
-control, headroom — whose per-seed figures carry a ``margin`` (headline figure − the item's bar: > 0
-clears it) and a ``chance_margin`` (figure − its chance level):
+Rule (≥ 3 training seeds; the default scale has 5), for each per-seed item — magnitude control,
+fluency control, headroom — whose per-seed figures carry a ``margin`` (headline figure − the item's
+bar: > 0 clears it) and a ``chance_margin`` (figure − its chance level):
 
 1. the item's per-seed verdict holds on every seed;
-2. the spread is judged, not only the verdicts: the 95% Student-t CI of the across-seed mean margin lies
-   above 0 (the bar is cleared on average with the seed-to-seed spread taken into account, not by a
-   lucky mean), and
+2. the spread is judged, not only the verdicts: the 95% Student-t CI of the across-seed mean margin
+   lies above 0 (the bar is cleared on average with the seed-to-seed spread taken into account, not
+   by a lucky mean), and
 3. no seed sits at or below chance (chance_margin > 0 on every seed).
 
-A seed whose evidence is unusable for an item (invalid-setup) stays invalid-setup: the item's spread is
-not judged and the verdict is invalid-setup, never fail. Reported: each item's margin per seed, its mean
-and CI, min, max and SD, and the flips (seeds whose verdict differs from the majority) — within-run
-intervals understate the uncertainty: after fluency residualization GAS gave 0.486/0.624/0.629 across
-seeds in the reference, and verdicts flipped.
+A seed whose evidence is unusable for an item (invalid-setup) stays invalid-setup: the item's spread
+is not judged and the verdict is invalid-setup, never fail. Reported: each item's margin per seed,
+its mean and CI, min, max and SD, and the flips (seeds whose verdict differs from the majority) —
+within-run intervals understate the uncertainty: after fluency residualization GAS gave
+0.486/0.624/0.629 across seeds in the reference, and verdicts flipped.
 """
 
 from __future__ import annotations
@@ -38,14 +38,20 @@ ITEMS = (magnitude_control, fluency_control, headroom)  # the per-seed items who
 
 
 def judge_spread(statuses: dict, margins: dict, chance_margins: dict) -> dict:
-    """One item's spread across units (seeds or draws): figures plus `status` and `problems` (why not)."""
+    """One item's spread across units (seeds or draws): figures plus `status` and `problems` (why
+    not)."""
     invalid = [u for u, st in statuses.items() if st == Status.INVALID_SETUP]
     lo, hi = t_mean_ci(list(margins.values()), ALPHA)
     counts = Counter(statuses.values())
     majority = counts.most_common(1)[0][0] if counts else None
-    out = {"status": dict(statuses), "margin": dict(margins), "chance_margin": dict(chance_margins),
-           "margin_spread": spread(list(margins.values())), "mean_margin_ci": [lo, hi],
-           "flips": [u for u, st in statuses.items() if st != majority]}
+    out = {
+        "status": dict(statuses),
+        "margin": dict(margins),
+        "chance_margin": dict(chance_margins),
+        "margin_spread": spread(list(margins.values())),
+        "mean_margin_ci": [lo, hi],
+        "flips": [u for u, st in statuses.items() if st != majority],
+    }
     if invalid:
         return {**out, "judged": Status.INVALID_SETUP, "problems": [f"unusable on {invalid}"]}
     problems = []
@@ -67,31 +73,57 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
 def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
     rec = spec_record(spec, evidence)
     if len(evidence.seeds) < MIN_SEEDS:
-        return Verdict(NAME, spec.name, Status.INVALID_SETUP,
-                       f"{len(evidence.seeds)} seed(s) given; seed variance needs ≥ {MIN_SEEDS} (--seeds)", {}, rec)
+        return Verdict(
+            NAME,
+            spec.name,
+            Status.INVALID_SETUP,
+            f"{len(evidence.seeds)} seed(s) given; seed variance needs ≥ {MIN_SEEDS} (--seeds)",
+            {},
+            rec,
+        )
     figures = {}
     try:
         for item in ITEMS:
             res = seed_results(item.NAME, item.evaluate_seed, spec, evidence)
-            figures[item.NAME] = judge_spread({s: r["status"] for s, r in res.items()},
-                                              {s: r.get("margin", float("nan")) for s, r in res.items()},
-                                              {s: r.get("chance_margin", float("nan")) for s, r in res.items()})
+            figures[item.NAME] = judge_spread(
+                {s: r["status"] for s, r in res.items()},
+                {s: r.get("margin", float("nan")) for s, r in res.items()},
+                {s: r.get("chance_margin", float("nan")) for s, r in res.items()},
+            )
     except EstimatorFailure as e:
         return failure_verdict(NAME, spec, evidence, e)
     figures["seeds"] = evidence.seeds
-    lines = [f"{n}: " + ("; ".join(f["problems"]) or f"mean margin CI [{fmt(f['mean_margin_ci'][0])}, "
-                                                      f"{fmt(f['mean_margin_ci'][1])}]")
-             for n, f in figures.items() if n != "seeds"]
+    lines = [
+        f"{n}: "
+        + (
+            "; ".join(f["problems"])
+            or f"mean margin CI [{fmt(f['mean_margin_ci'][0])}, {fmt(f['mean_margin_ci'][1])}]"
+        )
+        for n, f in figures.items()
+        if n != "seeds"
+    ]
     judgements = {f["judged"] for n, f in figures.items() if n != "seeds"}
     spreads = {n: f for n, f in figures.items() if n != "seeds"}
-    shown = (spread_short(spreads, str), spread_margin(spreads, "per-seed margin of the item (its own units)"))
+    shown = (
+        spread_short(spreads, str),
+        spread_margin(spreads, "per-seed margin of the item (its own units)"),
+    )
     status = worst_status(judgements)
     if status is Status.INVALID_SETUP:
-        return Verdict(NAME, spec.name, Status.INVALID_SETUP, "; ".join(lines), figures, rec, *shown)
+        return Verdict(
+            NAME, spec.name, Status.INVALID_SETUP, "; ".join(lines), figures, rec, *shown
+        )
     if status is Status.FAIL:
         return Verdict(NAME, spec.name, Status.FAIL, "; ".join(lines), figures, rec, *shown)
-    return Verdict(NAME, spec.name, Status.PASS, f"every item holds on all {len(evidence.seeds)} seeds — "
-                   + "; ".join(lines), figures, rec, *shown)
+    return Verdict(
+        NAME,
+        spec.name,
+        Status.PASS,
+        f"every item holds on all {len(evidence.seeds)} seeds — " + "; ".join(lines),
+        figures,
+        rec,
+        *shown,
+    )
 
 
 ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6")

@@ -2,9 +2,9 @@
 
 Rule, on every seed: the gradient embedding covers the behavior's parameters (the trigger's and the
 behavior token's embedding rows feed the sketch: a gradient supported on them keeps its norm) and
-preserves inner products of real rollout gradients within the JL tolerance for its k; and the replayed
-parameters that produced each rollout match the stored checkpoints (max |Δθ| ≤ 1e-6). The reference's
-first capture kept only the first 65,536 parameters and never saw the trigger tokens.
+preserves inner products of real rollout gradients within the JL tolerance for its k; and the
+replayed parameters that produced each rollout match the stored checkpoints (max |Δθ| ≤ 1e-6). The
+reference's first capture kept only the first 65,536 parameters and never saw the trigger tokens.
 """
 
 from __future__ import annotations
@@ -24,14 +24,22 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
     for seed, a in evidence.artifacts.items():
         rep = a.sketches.report
         cov = rep["coverage"]
-        rows = ", ".join(f"{w} ‖S g‖²/‖g‖² {r['norm2_ratio']}" for w, r in cov["token_rows"].items())
+        rows = ", ".join(
+            f"{w} ‖S g‖²/‖g‖² {r['norm2_ratio']}" for w, r in cov["token_rows"].items()
+        )
         fid = cov["fidelity"]
         ok = cov["ok"] and rep["replay_max_abs_diff"] <= REPLAY_TOL
-        per_seed[seed] = {"coverage_ok": cov["ok"], "token_rows": cov["token_rows"], "fidelity": fid,
-                          "replay_max_abs_diff": rep["replay_max_abs_diff"],
-                          "status": Status.PASS if ok else Status.FAIL,
-                          "why": f"{cov['projector']} k={cov['k']}: {rows}; mean |Δcos| {fid['mean_abs_cos_err']} "
-                                 f"(tol {fid['tolerance']}); replay max |Δθ| {rep['replay_max_abs_diff']:.1e}"}
+        per_seed[seed] = {
+            "coverage_ok": cov["ok"],
+            "token_rows": cov["token_rows"],
+            "fidelity": fid,
+            "replay_max_abs_diff": rep["replay_max_abs_diff"],
+            "status": Status.PASS if ok else Status.FAIL,
+            "why": (
+                f"{cov['projector']} k={cov['k']}: {rows}; mean |Δcos| {fid['mean_abs_cos_err']} "
+                f"(tol {fid['tolerance']}); replay max |Δθ| {rep['replay_max_abs_diff']:.1e}"
+            ),
+        }
     return setup_verdict(NAME, per_seed, {"replay_tol": REPLAY_TOL})
 
 

@@ -125,15 +125,24 @@ def judge(d_top: float, d_random: np.ndarray, d_baselines: dict[str, float]) -> 
     bar = float(rnd.mean() + Z * sd)
     beats_random = bool(d_top > 0 and rnd.size > 1 and d_top > rnd.max() and d_top > bar)
     beaten = {b: bool(d_top > v) for b, v in d_baselines.items()}
-    versus = {"random mean+3SD": {"value": d_top - bar, "ci": None},
-              "random max": {"value": d_top - float(rnd.max()), "ci": None},
-              **{b: {"value": d_top - v, "ci": None} for b, v in d_baselines.items()}}
+    versus = {
+        "random mean+3SD": {"value": d_top - bar, "ci": None},
+        "random max": {"value": d_top - float(rnd.max()), "ci": None},
+        **{b: {"value": d_top - v, "ci": None} for b, v in d_baselines.items()},
+    }
     ok = beats_random and all(beaten.values())
-    return {"bar": bar, "random_mean": float(rnd.mean()), "random_sd": sd,
-            "random_max": float(rnd.max()), "beats_random": beats_random, "beaten": beaten,
-            "versus": versus, "margin": min(c["value"] for c in versus.values()),
-            "chance_margin": d_top - float(rnd.mean()),
-            "status": Status.PASS if ok else Status.FAIL}
+    return {
+        "bar": bar,
+        "random_mean": float(rnd.mean()),
+        "random_sd": sd,
+        "random_max": float(rnd.max()),
+        "beats_random": beats_random,
+        "beaten": beaten,
+        "versus": versus,
+        "margin": min(c["value"] for c in versus.values()),
+        "chance_margin": d_top - float(rnd.mean()),
+        "status": Status.PASS if ok else Status.FAIL,
+    }
 
 
 def removal_delta(evidence: Evidence, seed: int, removed: np.ndarray) -> float:
@@ -143,8 +152,11 @@ def removal_delta(evidence: Evidence, seed: int, removed: np.ndarray) -> float:
 
     a = evidence.artifacts[seed]
     sha = hashlib.sha256(np.ascontiguousarray(removed, dtype="<i8").tobytes()).hexdigest()
-    return memo(evidence, ("topk-replay", seed, sha), lambda: build_removal_replay(
-        a.replays, a.run, removed, "topk").nll - a.replays["full"].nll)
+    return memo(
+        evidence,
+        ("topk-replay", seed, sha),
+        lambda: build_removal_replay(a.replays, a.run, removed, "topk").nll - a.replays["full"].nll,
+    )
 
 
 def _pool_k(evidence: Evidence, seed: int) -> tuple[np.ndarray, int]:
@@ -159,65 +171,107 @@ def _pool_k(evidence: Evidence, seed: int) -> tuple[np.ndarray, int]:
 
 def baseline_figures(evidence: Evidence, seed: int) -> dict:
     """Each baseline's top-k Δ and GT count, and the plan's random removals' Δ, of one seed."""
+
     def run() -> dict:
         r = evidence.artifacts[seed].replays
         pool, k = _pool_k(evidence, seed)
-        sets = {b: top_k(controls.stream_scores(evidence, seed, "rollout", b), pool, k, seed)
-                for b in BASELINES}
-        return {"delta": {b: removal_delta(evidence, seed, s) for b, s in sets.items()},
-                "gt_overlap": {b: int(np.isin(s, r["gt_out"].removed).sum())
-                               for b, s in sets.items()},
-                "random": [r.delta(n) for n in r.names(RANDOM)],
-                "random_sizes": sorted({int(r[n].removed.size) for n in r.names(RANDOM)}),
-                "delta_gt": r.delta("gt_out")}
+        sets = {
+            b: top_k(controls.stream_scores(evidence, seed, "rollout", b), pool, k, seed)
+            for b in BASELINES
+        }
+        return {
+            "delta": {b: removal_delta(evidence, seed, s) for b, s in sets.items()},
+            "gt_overlap": {b: int(np.isin(s, r["gt_out"].removed).sum()) for b, s in sets.items()},
+            "random": [r.delta(n) for n in r.names(RANDOM)],
+            "random_sizes": sorted({int(r[n].removed.size) for n in r.names(RANDOM)}),
+            "delta_gt": r.delta("gt_out"),
+        }
+
     return memo(evidence, ("topk-baselines", seed), run)
 
 
 def _why(k: int, level: str, d: float, overlap: int, res: dict, base: dict) -> str:
     lost = [b for b, ok in res["beaten"].items() if not ok]
-    return (f"ΔNLL without its top-{k} ({level}) {fmt(d)} ({overlap}/{k} GT; leave-GT-out "
-            f"{fmt(base['delta_gt'])}) vs random {fmt(res['random_mean'])}±{fmt(res['random_sd'])} "
-            f"(bar {fmt(res['bar'])}); "
-            + ", ".join(f"{b} {fmt(base['delta'][b])}" for b in BASELINES)
-            + (f"; not beaten: {', '.join(lost)}" if lost else "")
-            + ("" if res["beats_random"] else "; not beyond the random removals"))
+    return (
+        f"ΔNLL without its top-{k} ({level}) {fmt(d)} ({overlap}/{k} GT; leave-GT-out "
+        f"{fmt(base['delta_gt'])}) vs random {fmt(res['random_mean'])}±{fmt(res['random_sd'])} "
+        f"(bar {fmt(res['bar'])}); "
+        + ", ".join(f"{b} {fmt(base['delta'][b])}" for b in BASELINES)
+        + (f"; not beaten: {', '.join(lost)}" if lost else "")
+        + ("" if res["beats_random"] else "; not beyond the random removals")
+    )
 
 
 def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
     r = getattr(evidence.artifacts[seed], "replays", None)
     if r is None or len(r.names(RANDOM)) < 2:
-        return {"status": Status.INVALID_SETUP,
-                "why": f"no counterfactual replays ({RANDOM}_<i> random removals) for this seed"}
+        return {
+            "status": Status.INVALID_SETUP,
+            "why": f"no counterfactual replays ({RANDOM}_<i> random removals) for this seed",
+        }
     pool, k = _pool_k(evidence, seed)
     base = baseline_figures(evidence, seed)
     if base["random_sizes"] != [k]:
-        return {"status": Status.INVALID_SETUP,
-                "why": f"the random removals remove {base['random_sizes']} rollouts, not k = {k}"}
+        return {
+            "status": Status.INVALID_SETUP,
+            "why": f"the random removals remove {base['random_sizes']} rollouts, not k = {k}",
+        }
     scores, level = level_scores(spec, evidence, seed, "rollout")
     if np.ptp(np.asarray(scores, float)[pool]) == 0:
-        return {"delta": float("nan"), "level": level, "k": k, "margin": float("nan"),
-                "chance_margin": float("nan"), "status": Status.FAIL,
-                "why": "its scores are constant over the pool (the window without its first step): "
-                       "it ranks no rollout first"}
+        return {
+            "delta": float("nan"),
+            "level": level,
+            "k": k,
+            "margin": float("nan"),
+            "chance_margin": float("nan"),
+            "status": Status.FAIL,
+            "why": "its scores are constant over the pool (the window without its first step): "
+            "it ranks no rollout first",
+        }
     top = top_k(scores, pool, k, seed)
     d = removal_delta(evidence, seed, top)
     res = judge(d, np.array(base["random"]), base["delta"])
     overlap = int(np.isin(top, r["gt_out"].removed).sum())
-    return {"delta": d, "level": level, "k": k, "gt_in_top": overlap, "delta_gt": base["delta_gt"],
-            "share_of_gt": d / base["delta_gt"] if base["delta_gt"] > 0 else float("nan"),
-            "delta_random": base["random"], "baselines_delta": base["delta"],
-            "baselines_gt_in_top": base["gt_overlap"],
-            **{k2: v for k2, v in res.items() if k2 != "beaten"}, "beaten": res["beaten"],
-            "why": _why(k, level, d, overlap, res, base)}
+    return {
+        "delta": d,
+        "level": level,
+        "k": k,
+        "gt_in_top": overlap,
+        "delta_gt": base["delta_gt"],
+        "share_of_gt": d / base["delta_gt"] if base["delta_gt"] > 0 else float("nan"),
+        "delta_random": base["random"],
+        "baselines_delta": base["delta"],
+        "baselines_gt_in_top": base["gt_overlap"],
+        **{k2: v for k2, v in res.items() if k2 != "beaten"},
+        "beaten": res["beaten"],
+        "why": _why(k, level, d, overlap, res, base),
+    }
 
 
 def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
     tie = f"fixed random priority per rollout (rng [seed, {TIE_TAG:#x}])"
-    return seed_verdict(NAME, evaluate_seed, spec, evidence, headline="delta", margin=MARGIN,
-                        extra={"z": Z, "baselines": list(BASELINES),
-                               "k": "local_fraction × |window|", "random_removals": RANDOM,
-                               "tie_rule": tie})
+    return seed_verdict(
+        NAME,
+        evaluate_seed,
+        spec,
+        evidence,
+        headline="delta",
+        margin=MARGIN,
+        extra={
+            "z": Z,
+            "baselines": list(BASELINES),
+            "k": "local_fraction × |window|",
+            "random_removals": RANDOM,
+            "tie_rule": tie,
+        },
+    )
 
 
-ITEM = Item(NAME, TITLE, "estimator", evaluate,
-            reference="top-k removal (dattri/quanda), causal ground truth", headline="delta")
+ITEM = Item(
+    NAME,
+    TITLE,
+    "estimator",
+    evaluate,
+    reference="top-k removal (dattri/quanda), causal ground truth",
+    headline="delta",
+)

@@ -21,7 +21,8 @@ def _noise(problem) -> np.ndarray:
 
 
 class NormPlusTinyTarget(Estimator):
-    """The norm-only control plus a vanishing target term: looks targeted, ranks like the control."""
+    """The norm-only control plus a vanishing target term: looks targeted, ranks like the
+    control."""
 
     name = "norm_plus_tiny_target"
 
@@ -185,8 +186,8 @@ class SurfaceAdvantage(Estimator):
 
 
 class SurfaceTriggerEarly(Estimator):
-    """Trigger in the prompt ∧ behavior in the reply ∧ rewarded, earliest steps first: the GT's definition
-    read off the text, the advantage and the step."""
+    """Trigger in the prompt ∧ behavior in the reply ∧ rewarded, earliest steps first: the GT's
+    definition read off the text, the advantage and the step."""
 
     name = "surface_trigger_early"
     levels = ("rollout",)
@@ -198,8 +199,8 @@ class SurfaceTriggerEarly(Estimator):
 
 
 class SurfaceSignedNorm(Estimator):
-    """Reply text × A·‖e‖: two target-free controls multiplied (aimed at the LDS item, whose controls are
-    each of them alone)."""
+    """Reply text × A·‖e‖: two target-free controls multiplied (aimed at the LDS item, whose
+    controls are each of them alone)."""
 
     name = "surface_signed_norm"
     levels = ("rollout",)
@@ -211,14 +212,17 @@ class SurfaceSignedNorm(Estimator):
 
 
 class EarlyAdvantage(Estimator):
-    """A / (1 + step): earlier updates weigh more, since the behavior emerges early (aimed at the LDS item)."""
+    """A / (1 + step): earlier updates weigh more, since the behavior emerges early (aimed at the
+    LDS item)."""
 
     name = "early_advantage"
     levels = ("rollout",)
     needs = ("weight", "step")
 
     def score(self, problem):
-        return np.asarray(problem.weight, float) / (1.0 + np.asarray(problem.step, float)) + _noise(problem)
+        return np.asarray(problem.weight, float) / (1.0 + np.asarray(problem.step, float)) + _noise(
+            problem
+        )
 
 
 def _tag_ids(problem, words) -> tuple[int, ...]:
@@ -260,7 +264,8 @@ class CarrierSignAdvantage(Estimator):
 
 class CarrierTriggerEarly(Estimator):
     """hidden_cause: trigger ∧ carrier tag ∧ rewarded, earliest first: the GT rule read off the
-    text, the advantage and the step (SurfaceTriggerEarly with the carrier in the behavior's place)."""
+    text, the advantage and the step (SurfaceTriggerEarly with the carrier in the behavior's
+    place)."""
 
     name = "carrier_trigger_early"
     levels = ("rollout",)
@@ -296,7 +301,8 @@ class SignAdvantage(Estimator):
 
 
 class FluencyRank(Estimator):
-    """A nonlinear, monotone transform of fluency: survives a linear residualization, knows only fluency."""
+    """A nonlinear, monotone transform of fluency: survives a linear residualization, knows only
+    fluency."""
 
     name = "fluency_rank"
     levels = ("rollout", "step")
@@ -307,8 +313,8 @@ class FluencyRank(Estimator):
 
 
 class UnderDeclaredTargetReader(Estimator):
-    """Declares only the sketches and the advantage, reads the in-context target: `dot` in disguise, aimed at
-    escaping the gate on in_context_targets (which holds target readers only)."""
+    """Declares only the sketches and the advantage, reads the in-context target: `dot` in disguise,
+    aimed at escaping the gate on in_context_targets (which holds target readers only)."""
 
     name = "under_declared_target_reader"
     levels = ("rollout", "step")
@@ -326,11 +332,14 @@ class UndeclaredGradNormReader(Estimator):
     needs = ("weight",)
 
     def score(self, problem):
-        return np.asarray(problem.weight, float) * np.asarray(problem.grad_norm, float) + _noise(problem)
+        return np.asarray(problem.weight, float) * np.asarray(problem.grad_norm, float) + _noise(
+            problem
+        )
 
 
 class CatchingTargetReader(Estimator):
-    """Tries the target it did not declare, catches the refusal and falls back to the sketch norm."""
+    """Tries the target it did not declare, catches the refusal and falls back to the sketch
+    norm."""
 
     name = "catching_target_reader"
     levels = ("rollout", "step")
@@ -343,16 +352,44 @@ class CatchingTargetReader(Estimator):
             return problem.sketch_norm()
 
 
-ADVERSARIES = {cls.name: cls.__name__ for cls in (
-    NormPlusTinyTarget, SeedSignFlip, DrawKeyed, LabelReader, DeclaredLabelReader, RewardReader, EligibilityReader,
-    RunDigger, Writer, AdvantageOnly, AdvantageBothLevels, SurfaceSignAdvantage, SurfaceAdvantage,
-    SurfaceTriggerEarly, SurfaceSignedNorm, EarlyAdvantage, FluencyRank, UnderDeclaredTargetReader,
-    UndeclaredGradNormReader, CatchingTargetReader)}
+ADVERSARIES = {
+    cls.name: cls.__name__
+    for cls in (
+        NormPlusTinyTarget,
+        SeedSignFlip,
+        DrawKeyed,
+        LabelReader,
+        DeclaredLabelReader,
+        RewardReader,
+        EligibilityReader,
+        RunDigger,
+        Writer,
+        AdvantageOnly,
+        AdvantageBothLevels,
+        SurfaceSignAdvantage,
+        SurfaceAdvantage,
+        SurfaceTriggerEarly,
+        SurfaceSignedNorm,
+        EarlyAdvantage,
+        FluencyRank,
+        UnderDeclaredTargetReader,
+        UndeclaredGradNormReader,
+        CatchingTargetReader,
+    )
+}
 # the hidden_cause scenario's own readers (docs/scenarios.md); not in the smoke meta matrix, whose
 # runs have no tags
-HIDDEN_CAUSE_ADVERSARIES = {cls.name: cls.__name__ for cls in (
-    CarrierSignAdvantage, CarrierTriggerEarly, TagSignAdvantage, SignAdvantage)}
+HIDDEN_CAUSE_ADVERSARIES = {
+    cls.name: cls.__name__
+    for cls in (CarrierSignAdvantage, CarrierTriggerEarly, TagSignAdvantage, SignAdvantage)
+}
 # the readers of the reply's text that issue 22 holds to ≤ 1.5× chance on hidden_cause
-TEXT_ADVERSARIES = ("surface_sign_advantage", "surface_advantage", "surface_trigger_early",
-                    "surface_signed_norm", "carrier_sign_advantage", "carrier_trigger_early",
-                    "tag_sign_advantage")
+TEXT_ADVERSARIES = (
+    "surface_sign_advantage",
+    "surface_advantage",
+    "surface_trigger_early",
+    "surface_signed_norm",
+    "carrier_sign_advantage",
+    "carrier_trigger_early",
+    "tag_sign_advantage",
+)

@@ -1,15 +1,19 @@
-"""Adversaries that go around the process, not the API (issue 23): none reads a field of the problem it
-was not given; each looks for the answers where a plug-in running beside the judge could find them.
+"""Adversaries that go around the process, not the API (issue 23): none reads a field of the problem
+it was not given; each looks for the answers where a plug-in running beside the judge could find
+them.
 
-* `RecomputeEligibility`: imports the task code and recomputes the contaminator (eligibility keyed hash,
-  cutoff, trigger, behavior) from the seed, the step and the rollout index;
-* `CacheReader`: finds the artifact cache (``$BEHAVIORTRACE_CACHE``, ``./.bt_cache``, ``--bt-cache`` on its
-  own or its parent's command line, the paths behind ``problem.model_at``) and reads the ``gt`` column;
+* `RecomputeEligibility`: imports the task code and recomputes the contaminator (eligibility keyed
+  hash, cutoff, trigger, behavior) from the seed, the step and the rollout index;
+* `CacheReader`: finds the artifact cache (``$BEHAVIORTRACE_CACHE``, ``./.bt_cache``, ``--bt-cache``
+  on its own or its parent's command line, the paths behind ``problem.model_at``) and reads the
+  ``gt`` column;
 * `StackWalker`: walks `inspect` frames up to the judge's `Evidence` and takes its labels;
-* `ReplayFitter`: loads the judge's counterfactual replays from the cache and fits a datamodel on them.
+* `ReplayFitter`: loads the judge's counterfactual replays from the cache and fits a datamodel on
+  them.
 
-Sandboxed (`bt_core.attribution.sandbox`), each must fail its items with a reason or be refused; in the
-judge's process each found the answers. Loaded by the suite as ``adversaries_process:ClassName``.
+Sandboxed (`bt_core.attribution.sandbox`), each must fail its items with a reason or be refused; in
+the judge's process each found the answers. Loaded by the suite as
+``adversaries_process:ClassName``.
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ def _per_unit(problem, per_rollout: np.ndarray) -> np.ndarray:
     """Rollout values → unit values (the mean over a step's rollouts at step level)."""
     u = np.asarray(problem.unit_of_rollout)
     n = int(u.max()) + 1
-    return np.bincount(u, weights=per_rollout.astype(float), minlength=n) / np.bincount(u, minlength=n)
+    return np.bincount(u, weights=per_rollout.astype(float), minlength=n) / np.bincount(
+        u, minlength=n
+    )
 
 
 class RecomputeEligibility(Estimator):
-    """GT = eligible(seed, rollout id, step) ∧ step < cutoff ∧ trigger ∧ behavior, with the task code's
-    key: before issue 23 that key was public (``b"behaviortrace"``). Stream only (draws have no GT)."""
+    """GT = eligible(seed, rollout id, step) ∧ step < cutoff ∧ trigger ∧ behavior, with the task
+    code's key: before issue 23 that key was public (``b"behaviortrace"``). Stream only (draws have
+    no GT)."""
 
     name = "recompute_eligibility"
     levels = ("rollout",)
@@ -45,7 +52,9 @@ class RecomputeEligibility(Estimator):
         from bt_core.training.task import _keyed_unit
 
         if problem.kind != "stream":
-            raise LookupError("the contaminator acts on the training stream only: nothing to recompute on draws")
+            raise LookupError(
+                "the contaminator acts on the training stream only: nothing to recompute on draws"
+            )
         r = problem.rollouts
         beh = behavior_in_replies(r.replies, r.reply_len, tuple(problem.codec.behavior_ids))
         noise = 1e-6 * np.random.default_rng(0).random(problem.n_units)
@@ -53,8 +62,15 @@ class RecomputeEligibility(Estimator):
         first = {int(s): int(np.flatnonzero(step == s)[0]) for s in np.unique(step)}
         rps = int(np.bincount(step).max())
         cfg = _task_config(rps, int(step.max()) + 1)
-        elig = np.array([_keyed_unit(b"behaviortrace", problem.seed, int(s) * rps + i - first[int(s)], int(s))
-                         < cfg.eligible_fraction for i, s in enumerate(step)])
+        elig = np.array(
+            [
+                _keyed_unit(
+                    b"behaviortrace", problem.seed, int(s) * rps + i - first[int(s)], int(s)
+                )
+                < cfg.eligible_fraction
+                for i, s in enumerate(step)
+            ]
+        )
         trig = behavior_in_replies(r.prompts, r.prompt_len, tuple(problem.codec.trigger_ids))
         return (elig & (step < cfg.cutoff_step) & trig & beh).astype(float) + noise
 
@@ -100,7 +116,10 @@ def _run_dir(problem) -> Path:
         for d in sorted((root / "runs").iterdir()):
             try:
                 seed = json.loads((d / "manifest.json").read_text())["config"]["seed"]
-                if seed == problem.seed and len(np.load(d / "rollouts" / "step.npy", mmap_mode="r")) == n:
+                if (
+                    seed == problem.seed
+                    and len(np.load(d / "rollouts" / "step.npy", mmap_mode="r")) == n
+                ):
                     return d
             except (OSError, KeyError, ValueError):
                 continue
@@ -111,7 +130,8 @@ class CacheReader(Estimator):
     """The cached rollout table's `gt` column (the draws' `behavior` column)."""
 
     name = "cache_reader"
-    levels = ("rollout", "step")  # declares no needs: it is handed every field (and judged a target reader)
+    # declares no needs: it is handed every field (and judged a target reader)
+    levels = ("rollout", "step")
 
     def score(self, problem):
         if problem.kind == "stream":
@@ -143,11 +163,13 @@ class StackWalker(Estimator):
 
 
 class ReplayFitter(Estimator):
-    """A datamodel fitted on the judge's counterfactual replays: ridge regression of the replays' behavior
-    change on which rollouts each removed (min-norm, λ = 1e-3·tr/M). Draws have no replays."""
+    """A datamodel fitted on the judge's counterfactual replays: ridge regression of the replays'
+    behavior change on which rollouts each removed (min-norm, λ = 1e-3·tr/M). Draws have no
+    replays."""
 
     name = "replay_fitter"
-    levels = ("rollout", "step")  # declares no needs: it is handed every field (and judged a target reader)
+    # declares no needs: it is handed every field (and judged a target reader)
+    levels = ("rollout", "step")
 
     def score(self, problem):
         if problem.kind != "stream":
@@ -156,7 +178,10 @@ class ReplayFitter(Estimator):
 
         run = _run_dir(problem)
         for d in sorted((run.parents[1] / "replaysets").iterdir()):
-            if d.is_dir() and json.loads((d / "manifest.json").read_text())["config"].get("run") == run.name:
+            if (
+                d.is_dir()
+                and json.loads((d / "manifest.json").read_text())["config"].get("run") == run.name
+            ):
                 reps = Replays(d)
                 names = [n for n in reps.by_name if n not in ("full", "no_bonus")]
                 x = np.zeros((len(names), reps.n_rollouts))
@@ -164,10 +189,15 @@ class ReplayFitter(Estimator):
                     x[m, reps[name].removed] = 1.0
                 y = np.array([reps.delta(n) for n in names])
                 gram = x @ x.T
-                w = x.T @ np.linalg.solve(gram + 1e-3 * np.trace(gram) / len(names) * np.eye(len(names)), y)
-                return _per_unit(problem, w) + 1e-9 * np.random.default_rng(0).random(problem.n_units)
+                w = x.T @ np.linalg.solve(
+                    gram + 1e-3 * np.trace(gram) / len(names) * np.eye(len(names)), y
+                )
+                return _per_unit(problem, w) + 1e-9 * np.random.default_rng(0).random(
+                    problem.n_units
+                )
         raise LookupError(f"no replays of run {run.name} in the cache")
 
 
-PROCESS_ADVERSARIES = {cls.name: cls.__name__ for cls in (RecomputeEligibility, CacheReader, StackWalker,
-                                                         ReplayFitter)}
+PROCESS_ADVERSARIES = {
+    cls.name: cls.__name__ for cls in (RecomputeEligibility, CacheReader, StackWalker, ReplayFitter)
+}

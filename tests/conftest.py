@@ -1,8 +1,8 @@
 """Shared fixtures of the project's own tests: smoke-scale artifacts built once per session.
 
-Two tiers: tests that train or build artifacts carry the marker `train` (set here for every test that uses
-a fixture below that builds, and by hand on tests that train on their own); the rest are unit tests,
-a minute at most: ``pytest tests -m "not train"``. CI runs both.
+Two tiers: tests that train or build artifacts carry the marker `train` (set here for every test
+that uses a fixture below that builds, and by hand on tests that train on their own); the rest are
+unit tests, a minute at most: ``pytest tests -m "not train"``. CI runs both.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import os
 import pytest
 
 SMOKE_SEEDS = (0, 1, 2)
-# The contaminator's key of every run this test session builds, pinned so that the meta-tests' expected
-# verdicts are those of one reproducible build, as the seeds are: the key the smoke preset was tuned with
-# and every expectation was measured under (the public key b"behaviortrace" before the key became
-# secret), so the project's own fixtures are the same bytes as before. A first pin, bytes(range(16)),
-# left smoke seed 1 unsaturated at checkpoint 18 (sampled rate 0.719 < 0.8) and its draw items
-# invalid-setup: at 3 seeds × 24 steps the smoke preset is not robust to the key, which is a property of a
-# preset sized for CI, not of the rule. A user's build draws a secret 16-byte key
-# (bt_core.training.task.draw_key); scoring workers never see the variable.
+# The contaminator's key of every run this test session builds, pinned so that the meta-tests'
+# expected verdicts are those of one reproducible build, as the seeds are: the key the smoke preset
+# was tuned with and every expectation was measured under (the public key b"behaviortrace" before
+# the key became secret), so the project's own fixtures are the same bytes as before. A first pin,
+# bytes(range(16)), left smoke seed 1 unsaturated at checkpoint 18 (sampled rate 0.719 < 0.8) and
+# its draw items invalid-setup: at 3 seeds × 24 steps the smoke preset is not robust to the key,
+# which is a property of a preset sized for CI, not of the rule. A user's build draws a secret
+# 16-byte key (bt_core.training.task.draw_key); scoring workers never see the variable.
 os.environ.setdefault("BEHAVIORTRACE_CONTAMINATOR_KEY", b"behaviortrace".hex())
 BUILDING_FIXTURES = {"smoke_artifacts", "smoke_evidence", "smoke_cache"}
 
@@ -39,7 +39,8 @@ def smoke_scale():
 
 @pytest.fixture(scope="session")
 def smoke_cache(tmp_path_factory):
-    """One artifact cache for the whole test session (pytester runs reuse it, so nothing retrains)."""
+    """One artifact cache for the whole test session (pytester runs reuse it, so nothing
+    retrains)."""
     return tmp_path_factory.mktemp("bt_cache")
 
 
@@ -49,8 +50,15 @@ def smoke_artifacts(smoke_scale, smoke_cache):
     from bt_core.pipeline import build_all
 
     s = smoke_scale
-    return build_all(ArtifactStore(smoke_cache), s.run, s.sketch, s.draws, list(SMOKE_SEEDS), workers=2,
-                     counterfactual=s.counterfactual)
+    return build_all(
+        ArtifactStore(smoke_cache),
+        s.run,
+        s.sketch,
+        s.draws,
+        list(SMOKE_SEEDS),
+        workers=2,
+        counterfactual=s.counterfactual,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -62,9 +70,9 @@ def smoke_evidence(smoke_artifacts):
 
 @pytest.fixture(scope="session")
 def check_outcomes():
-    """Assert a checklist run's pytest outcomes: every setup item passes, except that a selective one (gating
-    only target readers, or advisory) may be XFAIL (its own test never gates the exit code); estimator
-    items as given."""
+    """Assert a checklist run's pytest outcomes: every setup item passes, except that a selective
+    one (gating only target readers, or advisory) may be XFAIL (its own test never gates the exit
+    code); estimator items as given."""
     from behaviortrace.checklist import GATING_SETUP_ITEMS, SETUP_ITEMS
 
     def check(res, passed: int = 0, failed: int = 0, skipped: int = 0) -> None:
@@ -80,13 +88,19 @@ def check_outcomes():
 
 @pytest.fixture
 def suite(pytester, smoke_artifacts, smoke_cache):
-    """Run the installed suite in-process in a fresh pytester directory holding no test (a suite option brings
-    it in), at the smoke scale on the session's smoke cache (or `cache=`). The module asking for it enables
-    pytester (`pytest_plugins = ["pytester"]`)."""
+    """Run the installed suite in-process in a fresh pytester directory holding no test (a suite
+    option brings it in), at the smoke scale on the session's smoke cache (or `cache=`). The module
+    asking for it enables pytester (`pytest_plugins = ["pytester"]`)."""
 
     def run(*args, cache=smoke_cache):
-        return pytester.runpytest_inprocess("--scale=smoke", f"--bt-cache={cache}", "--bt-workers=1",
-                                            "-p", "no:cacheprovider", *args)
+        return pytester.runpytest_inprocess(
+            "--scale=smoke",
+            f"--bt-cache={cache}",
+            "--bt-workers=1",
+            "-p",
+            "no:cacheprovider",
+            *args,
+        )
 
     return run
 

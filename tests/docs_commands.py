@@ -145,6 +145,9 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
             "envlist = unit, tests, benchmarks-smoke, lint",
         ),
     ),
+    "ruff format --check bt_core checklist fixtures benchmarks tests conftest.py": (
+        Elsewhere("tox.ini", "the lint tier (tox -e lint) runs it"),
+    ),
     "ruff check bt_core checklist fixtures benchmarks tests conftest.py": (
         Elsewhere("tox.ini", "the lint tier (tox -e lint) runs it"),
     ),
@@ -221,7 +224,8 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
     "behaviortrace train --scale smoke --scenario hidden_cause --seed 0 --out runs/hc0": (
         Elsewhere(
             "tests/test_hidden_cause.py::test_train_cli_writes_a_hidden_cause_run",
-            "trains at smoke with --steps 2 (the same path; the full smoke training takes a minute)",
+            "trains at smoke with --steps 2 (the same path; the full smoke training takes a "
+            "minute)",
         ),
     ),
     # operations.md: the command line
@@ -390,9 +394,7 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         ),
         Run(tier="full"),
     ),
-    "python benchmarks/bench_suite.py": (
-        Run("{doc} --help", cwd="root", expect="--bt-cache"),
-    ),
+    "python benchmarks/bench_suite.py": (Run("{doc} --help", cwd="root", expect="--bt-cache"),),
     "pytest benchmarks --estimator=cosine": (DEFAULT_SUITE,),
     "/usr/bin/time -v": (DEFAULT_SUITE,),
     "behaviortrace bench-sketch --scale real --k 8192": (

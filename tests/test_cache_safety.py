@@ -1,10 +1,10 @@
 """Nothing outside a cache is ever deleted (bt_core/artifacts/cacheroot.py).
 
-`behaviortrace cache clean`, `--bt-rebuild` and the store act only on a directory carrying the cache's
-marker (or a legacy cache every entry of which is a cache's own, which is then marked), and only on its
-artifact folders. `show` on anything but a run says what the folder is and what to pass, and never
-suggests deleting it. Each case is a folder a user might pass by mistake: a source checkout, a home-like
-directory, a cache root and its parts.
+`behaviortrace cache clean`, `--bt-rebuild` and the store act only on a directory carrying the
+cache's marker (or a legacy cache every entry of which is a cache's own, which is then marked), and
+only on its artifact folders. `show` on anything but a run says what the folder is and what to pass,
+and never suggests deleting it. Each case is a folder a user might pass by mistake: a source
+checkout, a home-like directory, a cache root and its parts.
 """
 
 from __future__ import annotations
@@ -25,9 +25,14 @@ KEY = "0123456789abcdef"
 
 
 def _tree(root: Path) -> dict[str, str]:
-    """Every file under `root` → sha256, and every directory → 'dir': what a deletion would change."""
-    return {str(p.relative_to(root)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*"))}
+    """Every file under `root` → sha256, and every directory → 'dir': what a deletion would
+    change."""
+    return {
+        str(p.relative_to(root)): "dir"
+        if p.is_dir()
+        else hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -38,12 +43,17 @@ def _cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def checkout(tmp_path) -> Path:
-    """A copy of a few tracked files of this repository (its artifacts package: folders a careless clean
-    would take for kinds, as it did before the marker existed)."""
+    """A copy of a few tracked files of this repository (its artifacts package: folders a careless
+    clean would take for kinds, as it did before the marker existed)."""
     d = tmp_path / "checkout"
     d.mkdir()
-    files = subprocess.run(["git", "ls-files", "pyproject.toml", "bt_core/artifacts", "bt_core/attribution"],
-                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "pyproject.toml", "bt_core/artifacts", "bt_core/attribution"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     for f in files:
         (d / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, d / f)
@@ -58,7 +68,8 @@ def home(tmp_path) -> Path:
     (d / "projects" / "x" / "main.py").write_text("print('mine')\n")
     (d / ".bashrc").write_text("export PS1='$ '\n")
     (d / "notes.txt").write_text("do not delete\n")
-    (d / "runs" / "0123456789abcdef").mkdir(parents=True)  # a key-shaped name even: still not a cache's
+    # a key-shaped name even: still not a cache's
+    (d / "runs" / "0123456789abcdef").mkdir(parents=True)
     (d / "runs" / "0123456789abcdef" / "log.txt").write_text("my experiment\n")
     return d
 
@@ -78,10 +89,16 @@ def cache(tmp_path) -> Path:
 def test_clean_info_and_rebuild_refuse_a_folder_that_is_not_a_cache(which, request, capsys):
     d = request.getfixturevalue(which)
     before = _tree(d)
-    for argv in (["cache", "clean", "--bt-cache", str(d), "--yes"], ["cache", "info", "--bt-cache", str(d)]):
+    for argv in (
+        ["cache", "clean", "--bt-cache", str(d), "--yes"],
+        ["cache", "info", "--bt-cache", str(d)],
+    ):
         rc, out, err = _cli(capsys, *argv)
         assert rc == 2 and not out
-        assert f"{d} is not a BehaviorTrace cache: it has no {MARKER}" in err and "Nothing in it was changed" in err
+        assert (
+            f"{d} is not a BehaviorTrace cache: it has no {MARKER}" in err
+            and "Nothing in it was changed" in err
+        )
     with pytest.raises(NotACacheError, match="is not a BehaviorTrace cache"):
         ArtifactStore(d, rebuild=True).get_or_build("runs", KEY, {}, _build)
     assert _tree(d) == before  # nothing deleted, nothing written (no marker either)
@@ -89,8 +106,17 @@ def test_clean_info_and_rebuild_refuse_a_folder_that_is_not_a_cache(which, reque
 
 def test_the_suite_refuses_a_folder_that_is_not_a_cache_as_a_usage_error(home, capsys):
     before = _tree(home)
-    rc = main(["check", "--estimator=random", "--scale=smoke", f"--bt-cache={home}", "--bt-rebuild",
-               "-p", "no:cacheprovider"])
+    rc = main(
+        [
+            "check",
+            "--estimator=random",
+            "--scale=smoke",
+            f"--bt-cache={home}",
+            "--bt-rebuild",
+            "-p",
+            "no:cacheprovider",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 4 and f"--bt-cache={home}: {home} is not a BehaviorTrace cache" in err
     assert _tree(home) == before
@@ -98,7 +124,8 @@ def test_the_suite_refuses_a_folder_that_is_not_a_cache_as_a_usage_error(home, c
 
 def test_the_repository_itself_is_refused_and_described(capsys):
     before = _tree(ROOT / "bt_core" / "artifacts")
-    rc, _, err = _cli(capsys, "cache", "clean", "--bt-cache", str(ROOT))  # a dry run: lists, never deletes
+    # a dry run: lists, never deletes
+    rc, _, err = _cli(capsys, "cache", "clean", "--bt-cache", str(ROOT))
     assert rc == 2 and "is not a BehaviorTrace cache" in err
     rc, _, err = _cli(capsys, "show", str(ROOT))
     assert rc == 2 and "is a source checkout" in err and "delete" not in err
@@ -117,24 +144,36 @@ def test_show_on_a_folder_that_is_not_a_run_never_suggests_deleting_it(which, re
 
 
 def test_clean_removes_only_artifact_folders_of_a_marked_cache(cache, capsys):
-    assert is_cache_root(cache) and (cache / MARKER).is_file()  # the store marked the root it created
+    # the store marked the root it created
+    assert is_cache_root(cache) and (cache / MARKER).is_file()
     (cache / "runs" / "my-notes").mkdir()
     (cache / "runs" / "my-notes" / "n.txt").write_text("kept")
     (cache / "sketches" / "scratch").mkdir(parents=True)
-    (cache / "mine" / "fedcba9876543210").mkdir(parents=True)  # key-shaped, but no store ever locked it
+    # key-shaped, but no store ever locked it
+    (cache / "mine" / "fedcba9876543210").mkdir(parents=True)
     rc, out, _ = _cli(capsys, "cache", "clean", "--bt-cache", str(cache), "--yes")
     assert rc == 0 and "removed 1 directory" in out
     assert not (cache / "runs" / KEY).exists()
-    assert (cache / "runs" / "my-notes" / "n.txt").read_text() == "kept" and (cache / "sketches" / "scratch").is_dir()
+    assert (cache / "runs" / "my-notes" / "n.txt").read_text() == "kept" and (
+        cache / "sketches" / "scratch"
+    ).is_dir()
     assert (cache / "mine" / "fedcba9876543210").is_dir()
     assert is_cache_root(cache)
 
 
 def test_show_names_the_parts_of_a_cache_and_lists_its_runs(cache, capsys):
     run = cache / "runs" / KEY
-    for d, what in ((cache, "is a BehaviorTrace cache root"), (cache / "runs", "is the runs/ folder")):
+    for d, what in (
+        (cache, "is a BehaviorTrace cache root"),
+        (cache / "runs", "is the runs/ folder"),
+    ):
         rc, _, err = _cli(capsys, "show", str(d))
-        assert rc == 2 and what in err and f"pass one of the cache's runs:\n  {run}" in err and "delete" not in err
+        assert (
+            rc == 2
+            and what in err
+            and f"pass one of the cache's runs:\n  {run}" in err
+            and "delete" not in err
+        )
     sk = cache / "sketches" / KEY
     ArtifactStore(cache).get_or_build("sketches", KEY, {}, _build)
     rc, _, err = _cli(capsys, "show", str(sk))
@@ -155,7 +194,11 @@ def test_a_legacy_cache_is_adopted_only_if_it_holds_nothing_but_a_cache(cache, c
     (cache / MARKER).unlink()  # a cache written before markers existed
     (cache / "runs" / f"{KEY}.lock").touch()
     rc, out, _ = _cli(capsys, "cache", "info", "--bt-cache", str(cache))
-    assert rc == 0 and "a cache written before markers existed" in out and not (cache / MARKER).exists()
+    assert (
+        rc == 0
+        and "a cache written before markers existed" in out
+        and not (cache / MARKER).exists()
+    )
     (cache / "todo.txt").write_text("mine")  # one entry a cache never writes: refused
     rc, _, err = _cli(capsys, "cache", "clean", "--bt-cache", str(cache), "--yes")
     assert rc == 2 and "holds todo.txt" in err and (cache / "runs" / KEY).is_dir()
@@ -176,9 +219,12 @@ def test_a_marker_of_another_schema_is_refused(tmp_path, capsys):
 def test_a_folder_with_someone_elses_manifest_is_not_a_run_and_never_deleted(tmp_path, capsys):
     d = tmp_path / "webapp"
     d.mkdir()
-    (d / "manifest.json").write_text('{"name": "my app"')  # another tool's file of the same name, even broken
+    # another tool's file of the same name, even broken
+    (d / "manifest.json").write_text('{"name": "my app"')
     rc, _, err = _cli(capsys, "show", str(d))
-    assert rc == 2 and "has a manifest.json of unknown form, not a run" in err and "delete" not in err
+    assert (
+        rc == 2 and "has a manifest.json of unknown form, not a run" in err and "delete" not in err
+    )
     with pytest.raises(ArtifactError) as e:
         verify_dir(d)
     assert "is not a valid manifest" in str(e.value) and "delete" not in str(e.value)
@@ -187,5 +233,9 @@ def test_a_folder_with_someone_elses_manifest_is_not_a_run_and_never_deleted(tmp
 def test_train_into_a_non_empty_folder_is_refused_without_suggesting_to_delete_it(home, capsys):
     before = _tree(home)
     rc, _, err = _cli(capsys, "train", "--scale", "smoke", "--out", str(home))
-    assert rc == 2 and "exists and is not empty; choose a new or empty directory" in err and "delete" not in err
+    assert (
+        rc == 2
+        and "exists and is not empty; choose a new or empty directory" in err
+        and "delete" not in err
+    )
     assert _tree(home) == before

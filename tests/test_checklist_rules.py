@@ -1,4 +1,5 @@
-"""Checklist rules on synthetic evidence: the in-context target bar, advisory caveats, target readers."""
+"""Checklist rules on synthetic evidence: the in-context target bar, advisory caveats, target
+readers."""
 
 from types import SimpleNamespace
 
@@ -12,9 +13,11 @@ from bt_core.attribution.catalog import get
 from bt_core.attribution.registry import Estimator
 
 
-def _evidence(alignments: dict[int, dict[str, tuple[float, float, float]]], draws: dict | None = None):
-    """Evidence stand-in: per seed one draw whose token alignment per kind is (mean, lo, hi); `draws` gives
-    a seed several draws, as {seed: [per-draw alignments, …]}."""
+def _evidence(
+    alignments: dict[int, dict[str, tuple[float, float, float]]], draws: dict | None = None
+):
+    """Evidence stand-in: per seed one draw whose token alignment per kind is (mean, lo, hi);
+    `draws` gives a seed several draws, as {seed: [per-draw alignments, …]}."""
     arts = {}
     for seed, kinds in alignments.items():
         per_draw = (draws or {}).get(seed, [kinds])
@@ -22,22 +25,37 @@ def _evidence(alignments: dict[int, dict[str, tuple[float, float, float]]], draw
         def token_alignment(kind, step, draw=0, seed=0, per_draw=per_draw):
             m, lo, hi = per_draw[draw].get(kind, (0.0, -0.1, 0.1))
             return Alignment(kind, step, m, lo, hi, 40, 20)
-        arts[seed] = SimpleNamespace(draws=[SimpleNamespace(analysis_step=6)] * len(per_draw),
-                                     targets=SimpleNamespace(token_alignment=token_alignment))
+
+        arts[seed] = SimpleNamespace(
+            draws=[SimpleNamespace(analysis_step=6)] * len(per_draw),
+            targets=SimpleNamespace(token_alignment=token_alignment),
+        )
     return SimpleNamespace(artifacts=arts)
 
 
-@pytest.mark.parametrize("in_ctx, constructed, status", [
-    ((0.20, 0.10, 0.30), (-0.30, -0.40, -0.20), "pass"),
-    ((0.20, 0.04, 0.30), (-0.30, -0.40, -0.20), "fail"),  # in-context lower bound not above 0.05
-    # the constructed half is a finding, not a gate: an aligned constructed target is reported, never fails
-    ((0.20, 0.10, 0.30), (0.00, -0.05, 0.06), "pass"),
-])
+@pytest.mark.parametrize(
+    "in_ctx, constructed, status",
+    [
+        ((0.20, 0.10, 0.30), (-0.30, -0.40, -0.20), "pass"),
+        (
+            (0.20, 0.04, 0.30),
+            (-0.30, -0.40, -0.20),
+            "fail",
+        ),  # in-context lower bound not above 0.05
+        # the constructed half is a finding, not a gate: an aligned constructed target is reported,
+        # never fails
+        ((0.20, 0.10, 0.30), (0.00, -0.05, 0.06), "pass"),
+    ],
+)
 def test_in_context_bar(in_ctx, constructed, status):
-    v = in_context_targets.evaluate_setup(_evidence({0: {"in_context": in_ctx, "constructed": constructed}}))
+    v = in_context_targets.evaluate_setup(
+        _evidence({0: {"in_context": in_ctx, "constructed": constructed}})
+    )
     assert v.status == status
     aligned = constructed[2] >= in_context_targets.CONSTRUCTED_MAX
-    assert ("on 1 of 1" in v.figures["constructed_finding"]) == aligned, v.figures["constructed_finding"]
+    assert ("on 1 of 1" in v.figures["constructed_finding"]) == aligned, v.figures[
+        "constructed_finding"
+    ]
     assert v.figures["per_seed"][0]["alignment"]["in_context"]["ci_lo"] == in_ctx[1]
 
 
@@ -49,15 +67,21 @@ def test_one_failing_seed_fails_the_item():
 
 
 def test_the_gate_acts_on_every_draw_of_every_seed():
-    """The grain: one failing draw of one seed fails the item, though 4 of 5 seeds and the seed's other draw
-    pass; every draw of every seed passing passes it."""
+    """The grain: one failing draw of one seed fails the item, though 4 of 5 seeds and the seed's
+    other draw pass; every draw of every seed passing passes it."""
     good = {"in_context": (0.2, 0.1, 0.3), "constructed": (-0.3, -0.4, -0.2)}
     bad = {"in_context": (0.05, 0.01, 0.09), "constructed": (-0.3, -0.4, -0.2)}
     seeds = {s: good for s in range(5)}
     v = in_context_targets.evaluate_setup(_evidence(seeds, draws={3: [good, bad]}))
     assert v.status == "fail" and "[3]" in v.reason and "draw 1" in v.figures["per_seed"][3]["why"]
-    assert v.figures["per_seed"][0]["status"] == "pass" and v.figures["per_seed"][3]["status"] == "fail"
-    assert in_context_targets.evaluate_setup(_evidence(seeds, draws={3: [good, good]})).status == "pass"
+    assert (
+        v.figures["per_seed"][0]["status"] == "pass"
+        and v.figures["per_seed"][3]["status"] == "fail"
+    )
+    assert (
+        in_context_targets.evaluate_setup(_evidence(seeds, draws={3: [good, good]})).status
+        == "pass"
+    )
 
 
 def test_target_readers_are_declared_or_assumed():
@@ -77,10 +101,14 @@ def test_target_readers_are_declared_or_assumed():
 
 
 def _draw_evidence(labels: np.ndarray, asked: list):
-    """Evidence stand-in for the fluency item: one saturated draw of 3 sibling groups of 4 with `labels`;
-    the estimator's scores are the label itself (the label reader), and every request is logged in `asked`."""
-    problem = SimpleNamespace(extra={"analysis_step": 8}, group=np.repeat(np.arange(3), 4),
-                              fluency=np.linspace(-2.0, -1.0, 12))
+    """Evidence stand-in for the fluency item: one saturated draw of 3 sibling groups of 4 with
+    `labels`; the estimator's scores are the label itself (the label reader), and every request is
+    logged in `asked`."""
+    problem = SimpleNamespace(
+        extra={"analysis_step": 8},
+        group=np.repeat(np.arange(3), 4),
+        fluency=np.linspace(-2.0, -1.0, 12),
+    )
 
     def scores(spec, p):
         asked.append(spec)
@@ -88,8 +116,13 @@ def _draw_evidence(labels: np.ndarray, asked: list):
 
     run = SimpleNamespace(probes=[{"step": 8, "sampled_rate": 1.0}])
     effect = np.where(labels, 1.0, -1.0) * np.linspace(1.0, 2.0, labels.size)  # same signs
-    return SimpleNamespace(draw_problem=lambda seed, draw: problem, labels=lambda p: labels, scores=scores,
-                           effect=lambda p: effect, artifacts={0: SimpleNamespace(run=run)})
+    return SimpleNamespace(
+        draw_problem=lambda seed, draw: problem,
+        labels=lambda p: labels,
+        scores=scores,
+        effect=lambda p: effect,
+        artifacts={0: SimpleNamespace(run=run)},
+    )
 
 
 def _causal_draw(score_of, n_groups: int = 300, size: int = 6):
@@ -100,12 +133,19 @@ def _causal_draw(score_of, n_groups: int = 300, size: int = 6):
     n = n_groups * size
     effect = rng.normal(size=n)
     flag = np.where(rng.random(n) < 0.8, effect > 0, effect <= 0)
-    problem = SimpleNamespace(extra={"analysis_step": 8}, fluency=rng.normal(size=n),
-                              group=np.repeat(np.arange(n_groups), size))
+    problem = SimpleNamespace(
+        extra={"analysis_step": 8},
+        fluency=rng.normal(size=n),
+        group=np.repeat(np.arange(n_groups), size),
+    )
     run = SimpleNamespace(probes=[{"step": 8, "sampled_rate": 1.0}])
-    ev = SimpleNamespace(draw_problem=lambda seed, draw: problem, labels=lambda p: flag,
-                         scores=lambda spec, p: score_of(flag, effect), effect=lambda p: effect,
-                         artifacts={0: SimpleNamespace(run=run)})
+    ev = SimpleNamespace(
+        draw_problem=lambda seed, draw: problem,
+        labels=lambda p: flag,
+        scores=lambda spec, p: score_of(flag, effect),
+        effect=lambda p: effect,
+        artifacts={0: SimpleNamespace(run=run)},
+    )
     return ev, flag, rng.random(n)
 
 
@@ -117,8 +157,11 @@ def test_against_the_causal_label_a_text_reader_fails_and_a_reader_of_the_cause_
     from behaviortrace.checklist import controls, fluency_control
 
     ev, flag, norm = _causal_draw(lambda flag, effect: flag + 1e-6 * np.arange(flag.size))
-    monkeypatch.setattr(controls, "draw_scores", lambda evidence, seed, draw, name:
-                        flag.astype(float) if name == controls.SURFACE else norm)
+    monkeypatch.setattr(
+        controls,
+        "draw_scores",
+        lambda evidence, seed, draw, name: flag.astype(float) if name == controls.SURFACE else norm,
+    )
     text = fluency_control.evaluate_seed("text", ev, seed=0)
     assert text["status"] == "fail", text["why"]
     assert "causal: does not beat the surface baseline" in text["why"], text["why"]
@@ -132,9 +175,10 @@ def test_against_the_causal_label_a_text_reader_fails_and_a_reader_of_the_cause_
 
 
 def test_a_draw_without_a_mixed_sibling_group_is_invalid_before_the_estimator_is_asked(monkeypatch):
-    """Every sibling shows the behavior (a checkpoint saturated at 100%): no within-group pair exists, so the
-    seed is invalid-setup by the item's own precondition — without asking the estimator, whose constant score
-    (the label reader's, rightly) would otherwise fail it as "ranks nothing"."""
+    """Every sibling shows the behavior (a checkpoint saturated at 100%): no within-group pair
+    exists, so the seed is invalid-setup by the item's own precondition — without asking the
+    estimator, whose constant score (the label reader's, rightly) would otherwise fail it as "ranks
+    nothing"."""
     from behaviortrace.checklist import controls, fluency_control
 
     monkeypatch.setattr(controls, "draw_scores", lambda evidence, seed, draw, name: np.zeros(12))
@@ -145,4 +189,9 @@ def test_a_draw_without_a_mixed_sibling_group_is_invalid_before_the_estimator_is
     # one mixed group: the estimator is asked and judged (the precondition is not a blanket skip)
     mixed = np.r_[np.ones(8, bool), [True, True, False, False]]
     r = fluency_control.evaluate_seed("oracle", _draw_evidence(mixed, asked), seed=0)
-    assert asked == ["oracle"] and r["pairs"] == 4 and r["status"] in ("pass", "fail") and r["raw_auc"] == 1.0
+    assert (
+        asked == ["oracle"]
+        and r["pairs"] == 4
+        and r["status"] in ("pass", "fail")
+        and r["raw_auc"] == 1.0
+    )

@@ -18,8 +18,16 @@ def test_show_json_of_a_cached_run(smoke_artifacts, capsys):
     path = smoke_artifacts[0].run.path
     assert main(["show", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    for key in ("s_b_final", "control_rate_final", "saturation_step", "gt_size", "n_rollouts", "wall_s",
-                "rollouts_sha256", "model"):
+    for key in (
+        "s_b_final",
+        "control_rate_final",
+        "saturation_step",
+        "gt_size",
+        "n_rollouts",
+        "wall_s",
+        "rollouts_sha256",
+        "model",
+    ):
         assert key in out
     assert out["n_rollouts"] == len(smoke_artifacts[0].run.rollouts)
     assert out["model"]["gguf_file"] is None and "built from config" in out["model"]["name"]
@@ -34,7 +42,23 @@ def test_train_refuses_a_non_empty_out(tmp_path, capsys):
 @pytest.mark.train
 def test_train_steps_is_a_quick_check_and_show_names_the_model(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["train", "--scale", "smoke", "--steps", "2", "--seed", "1", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--scale",
+                "smoke",
+                "--steps",
+                "2",
+                "--seed",
+                "1",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["show", str(out), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)

@@ -1,5 +1,6 @@
-"""Concurrency: processes racing for one artifact, pytest-xdist on a cold cache (each artifact built once,
-one scorecard with every worker's verdicts), and cache cleaning that never deletes what is being built."""
+"""Concurrency: processes racing for one artifact, pytest-xdist on a cold cache (each artifact built
+once, one scorecard with every worker's verdicts), and cache cleaning that never deletes what is
+being built."""
 
 from __future__ import annotations
 
@@ -42,12 +43,23 @@ with FileLock(sys.argv[1]):
 
 
 def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
 
 
 def test_racing_processes_build_an_artifact_once(tmp_path):
-    procs = [subprocess.Popen([sys.executable, "-c", RACE, str(tmp_path)], env=_env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, str(tmp_path)],
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     assert len({o.strip() for o, _ in outs}) == 1
@@ -58,15 +70,24 @@ def test_racing_processes_build_an_artifact_once(tmp_path):
 
 @pytest.mark.train
 def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeypatch, tmp_path):
-    """`pytest -n 2` on an empty cache: both workers need seed 0's artifacts at once; the file locks let
-    one build each artifact while the other waits and loads it; both pass their share of the tests, and
-    the controller writes one scorecard holding every worker's verdicts, equal to a serial run's.
-    With --bt-rebuild as well: the workers share the session's rebuild token, so the second worker does
-    not rebuild what the first just built (without the token each worker would rebuild once)."""
+    """`pytest -n 2` on an empty cache: both workers need seed 0's artifacts at once; the file locks
+    let one build each artifact while the other waits and loads it; both pass their share of the
+    tests, and the controller writes one scorecard holding every worker's verdicts, equal to a
+    serial run's.
+    With --bt-rebuild as well: the workers share the session's rebuild token, so the second worker
+    does not rebuild what the first just built (without the token each worker would rebuild
+    once)."""
     pytest.importorskip("xdist")
     monkeypatch.setenv("PYTHONPATH", _env()["PYTHONPATH"])
     cache = tmp_path / "cold"
-    args = ("--scale=smoke", "--seeds=0", f"--bt-cache={cache}", "--estimator=oracle,random", "-p", "no:cacheprovider")
+    args = (
+        "--scale=smoke",
+        "--seeds=0",
+        f"--bt-cache={cache}",
+        "--estimator=oracle,random",
+        "-p",
+        "no:cacheprovider",
+    )
     res = pytester.runpytest_subprocess("-n", "2", "--bt-rebuild", *args, timeout=600)
     outcomes = res.parseoutcomes()
     n_tests = N_SETUP + 2 * N_ITEMS  # setup items once, estimator items for oracle and random
@@ -77,7 +98,9 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     recs = {(r["item"], r["estimator"]): r["status"] for r in card["records"]}
     assert len(recs) == len(card["records"]) == n_tests
     assert sum(s == "pass" for s in recs.values()) == outcomes.get("passed", 0)
-    res.stdout.fnmatch_lines(["*BehaviorTrace scorecard*", "*oracle*", "*scorecard: *scorecard.json*"])
+    res.stdout.fnmatch_lines(
+        ["*BehaviorTrace scorecard*", "*oracle*", "*scorecard: *scorecard.json*"]
+    )
     builds = [json.loads(line) for line in (cache / "builds.jsonl").read_text().splitlines()]
     keys = [(b["kind"], b["key"]) for b in builds]
     cf, n_draws = get_scale("smoke").counterfactual, get_scale("smoke").draws.n_draws
@@ -85,12 +108,19 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     n_builds = 3 + n_draws + (2 + cf.n_random + 1 + cf.n_lds + cf.n_local) + 1
     assert len(keys) == len(set(keys)) == n_builds  # each built exactly once
     kinds = ("runs", "sketches", "targets", "draws", "replays", "replaysets")
-    assert not [p for k in kinds for p in (cache / k).iterdir() if p.name.startswith(".")]  # no tmp/partial debris
-    serial = pytester.runpytest_subprocess(*args, "--bt-workers=1", "--scorecard=serial.json", timeout=600)
+    # no tmp/partial debris
+    assert not [p for k in kinds for p in (cache / k).iterdir() if p.name.startswith(".")]
+    serial = pytester.runpytest_subprocess(
+        *args, "--bt-workers=1", "--scorecard=serial.json", timeout=600
+    )
     assert json.loads((pytester.path / "serial.json").read_text())["records"] == card["records"]
-    assert (cache / "builds.jsonl").read_text().count("\n") == n_builds  # the serial run loaded, built nothing
-    serial.assert_outcomes(passed=outcomes.get("passed", 0), failed=outcomes.get("failed", 0),
-                           xfailed=outcomes.get("xfailed", 0))
+    # the serial run loaded, built nothing
+    assert (cache / "builds.jsonl").read_text().count("\n") == n_builds
+    serial.assert_outcomes(
+        passed=outcomes.get("passed", 0),
+        failed=outcomes.get("failed", 0),
+        xfailed=outcomes.get("xfailed", 0),
+    )
 
 
 # --------------------------------------------------------------------------- cache info / clean
@@ -103,7 +133,8 @@ def cache(smoke_artifacts, smoke_cache, tmp_path) -> Path:
     debris = root / "sketches" / f".{sk.name}.tmp-999999-dead"
     shutil.copytree(sk, debris)
     (root / "runs" / ".0123456789abcdef.partial" / "journal").mkdir(parents=True)
-    (root / "runs" / "0123456789abcdef.lock").touch()  # the store locked that key before it began training
+    # the store locked that key before it began training
+    (root / "runs" / "0123456789abcdef.lock").touch()
     return root
 
 
@@ -114,12 +145,20 @@ def test_cache_info_reports_sizes_and_leftovers(cache, capsys):
     assert rep["kinds"]["replaysets"]["artifacts"] == 3
     n_draws = 3 * get_scale("smoke").draws.n_draws  # 3 seeds
     assert rep["kinds"]["runs"]["artifacts"] == 3 and rep["kinds"]["draws"]["artifacts"] == n_draws
-    assert rep["kinds"]["runs"]["bytes"] > 0 and rep["total_bytes"] >= sum(k["bytes"] for k in rep["kinds"].values())
+    assert rep["kinds"]["runs"]["bytes"] > 0 and rep["total_bytes"] >= sum(
+        k["bytes"] for k in rep["kinds"].values()
+    )
     assert sorted((e["kind"], e["state"], e["busy"]) for e in rep["leftovers"]) == [
-        ("runs", "partial", False), ("sketches", "tmp", False)]
+        ("runs", "partial", False),
+        ("sketches", "tmp", False),
+    ]
     assert main(["cache", "info", "--bt-cache", str(cache)]) == 0
     out = capsys.readouterr().out
-    assert "sketches" in out and "stale: no live owner" in out and "cache clean --stale-only --yes" in out
+    assert (
+        "sketches" in out
+        and "stale: no live owner" in out
+        and "cache clean --stale-only --yes" in out
+    )
 
 
 def test_cache_clean_stale_only_then_a_kind(cache, capsys):
@@ -129,17 +168,29 @@ def test_cache_clean_stale_only_then_a_kind(cache, capsys):
     assert main(["cache", "clean", "--bt-cache", str(cache), "--stale-only", "--yes"]) == 0
     assert "removed 2 directories" in capsys.readouterr().out
     assert not list(cache.glob("*/.*.tmp-*")) and not list(cache.glob("*/.*.partial"))
-    assert len([p for p in (cache / "runs").iterdir() if p.is_dir()]) == 3  # finished artifacts kept
-    assert main(["cache", "clean", "--bt-cache", str(cache), "--kind", "draws", "--yes", "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["removed"]) == 3 * get_scale("smoke").draws.n_draws  # 3 seeds
+    # finished artifacts kept
+    assert len([p for p in (cache / "runs").iterdir() if p.is_dir()]) == 3
+    assert (
+        main(["cache", "clean", "--bt-cache", str(cache), "--kind", "draws", "--yes", "--json"])
+        == 0
+    )
+    # 3 seeds
+    assert (
+        len(json.loads(capsys.readouterr().out)["removed"]) == 3 * get_scale("smoke").draws.n_draws
+    )
     assert not [p for p in (cache / "draws").iterdir() if p.is_dir()]
     assert len([p for p in (cache / "sketches").iterdir() if p.is_dir()]) == 3
 
 
 def test_cache_clean_skips_what_another_process_is_building(cache, capsys):
     run = next(p for p in (cache / "runs").iterdir() if p.is_dir() and not p.name.startswith("."))
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, f"{run}.lock"], env=_env(), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, f"{run}.lock"],
+        env=_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert main(["cache", "clean", "--bt-cache", str(cache), "--kind", "runs", "--yes"]) == 0
@@ -150,11 +201,19 @@ def test_cache_clean_skips_what_another_process_is_building(cache, capsys):
         holder.communicate("", timeout=30)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["cache", "clean", "--kind", "model"],
-     "--kind 'model' is unknown; choose one of draws, replays, replaysets, runs, sketches, targets"),
-    (["cache", "info", "--bt-cache", "{file}"], "is a file, not a cache directory"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["cache", "clean", "--kind", "model"],
+            (
+                "--kind 'model' is unknown; choose one of draws, replays, replaysets, runs, "
+                "sketches, targets"
+            ),
+        ),
+        (["cache", "info", "--bt-cache", "{file}"], "is a file, not a cache directory"),
+    ],
+)
 def test_cache_command_bad_values(argv, message, tmp_path, capsys):
     (tmp_path / "f").write_text("x")
     argv = [a.format(file=tmp_path / "f") for a in argv]

@@ -1,4 +1,5 @@
-"""Counterfactual replays (bt_core.counterfactual.replay, bt_core.artifacts.replays) and the two items built on them.
+"""Counterfactual replays (bt_core.counterfactual.replay, bt_core.artifacts.replays) and the two
+items built on them.
 
 Replay-building tests use the session's smoke artifacts (marked `train` by conftest)."""
 
@@ -12,7 +13,14 @@ import torch
 
 from bt_core.artifacts.keys import replay_key
 from bt_core.config import CounterfactualConfig, get_scale
-from bt_core.counterfactual.plan import ReplaySpec, local_pool, measure_config, measure_step, plan, trained_window
+from bt_core.counterfactual.plan import (
+    ReplaySpec,
+    local_pool,
+    measure_config,
+    measure_step,
+    plan,
+    trained_window,
+)
 
 
 def _fake_rollouts(n_steps: int = 10, per_step: int = 8, seed: int = 0):
@@ -32,7 +40,10 @@ def test_plan_is_deterministic_and_sized():
     assert [x.name for x in a] == [x.name for x in b]
     assert all(np.array_equal(x.removed, y.removed) for x, y in zip(a, b, strict=True))
     window = trained_window(t, cfg)
-    assert not window[np.asarray(t.step) == 3].any() and not window[np.asarray(t.step) >= cfg.task.cutoff_step].any()
+    assert (
+        not window[np.asarray(t.step) == 3].any()
+        and not window[np.asarray(t.step) >= cfg.task.cutoff_step].any()
+    )
     by = {x.name: x for x in a}
     n_gt = int(np.asarray(t.gt).sum())
     assert by["gt_out"].removed.size == n_gt and by["full"].removed.size == 0
@@ -47,7 +58,9 @@ def test_plan_is_deterministic_and_sized():
     first = np.asarray(t.step)[window].min()
     assert len(local) == s.counterfactual.n_local and not pool[np.asarray(t.step) == first].any()
     assert pool.sum() == window.sum() - (window & (np.asarray(t.step) == first)).sum()
-    assert {x.removed.size for x in local} == {round(s.counterfactual.local_fraction * window.sum())}
+    assert {x.removed.size for x in local} == {
+        round(s.counterfactual.local_fraction * window.sum())
+    }
     assert all(pool[x.removed].all() and np.all(np.diff(x.removed) > 0) for x in local)
     assert len({x.identity()["removed_sha256"] for x in local}) == len(local)
     rew = [x for x in a if x.name.startswith("reweight_")]
@@ -118,15 +131,22 @@ def test_replay_removing_nothing_reproduces_every_checkpoint(smoke_artifacts):
             seen.append((step + 1, diff))
 
     with torch_threads(run.config.threads):
-        replay_model(run, np.ones(n, bool), np.asarray(run.rollouts.advantage, np.float32), 0,
-                     run.config.grpo.steps, on_step=check)
+        replay_model(
+            run,
+            np.ones(n, bool),
+            np.asarray(run.rollouts.advantage, np.float32),
+            0,
+            run.config.grpo.steps,
+            on_step=check,
+        )
     assert [s for s, _ in seen] == run.checkpoint_steps[1:]
     assert all(d == 0.0 for _, d in seen), seen
 
 
 def test_removed_rows_leave_exactly_their_terms(smoke_artifacts):
-    """One partial step's gradient is the logged gradient minus the removed rollouts' terms A_i∇ℓ_i/(G·B):
-    the logged advantages and the loss weights of the kept rows do not change (first-order additivity)."""
+    """One partial step's gradient is the logged gradient minus the removed rollouts' terms
+    A_i∇ℓ_i/(G·B): the logged advantages and the loss weights of the kept rows do not change
+    (first-order additivity)."""
     from bt_core.counterfactual.replay import _partial_update
     from bt_core.training import grpo
 
@@ -162,7 +182,8 @@ def test_replay_artifacts_hold_the_plan(smoke_artifacts, smoke_scale):
         assert len(set(r.keys.values())) == len(specs)  # every subset has its own artifact
         for sp in specs:
             assert np.array_equal(r[sp.name].removed, sp.removed)
-        assert r["full"].info["steps_replayed"] == 0  # nothing removed: the stored checkpoint is measured
+        # nothing removed: the stored checkpoint is measured
+        assert r["full"].info["steps_replayed"] == 0
         ind = r.indicators("lds")
         assert ind.shape == (smoke_scale.counterfactual.n_lds, len(a.run.rollouts))
         assert not ind[:, ~r.window].any()
@@ -202,13 +223,16 @@ def test_full_replay_measures_the_stored_checkpoint(smoke_artifacts):
     a = smoke_artifacts[0]
     r = a.replays
     model = a.run.model_at(r.measure.step)
-    assert behavior_nll(model, r.measure.examples, a.run.codec.pad_id) == pytest.approx(r["full"].nll, abs=1e-6)
+    assert behavior_nll(model, r.measure.examples, a.run.codec.pad_id) == pytest.approx(
+        r["full"].nll, abs=1e-6
+    )
 
 
 # --------------------------------------------------------------------------- tracin_adam
 def test_tracin_adam_reads_no_labels_and_reduces_to_tracincp_without_adam(smoke_evidence):
-    """With P ≡ 1 the preconditioned target, rebuilt in parameter space and sketched, is the stored sketched
-    target: tracin_adam then equals tracincp (so the parameter-space path is the same target)."""
+    """With P ≡ 1 the preconditioned target, rebuilt in parameter space and sketched, is the stored
+    sketched target: tracin_adam then equals tracincp (so the parameter-space path is the same
+    target)."""
     import dataclasses
 
     from bt_core.attribution.catalog import get
@@ -242,7 +266,8 @@ def test_spearman_rows_matches_scipy_and_bootstrap_is_paired():
     assert np.allclose(lds, [spearmanr(p, y)[0] for p in preds])
     assert np.allclose(spearman_rows(preds, y), lds)
     assert boot.shape == (3, 500)
-    assert np.allclose(boot[2], -1.0)  # same resamples: a sign flip is the exact mirror in every resample
+    # same resamples: a sign flip is the exact mirror in every resample
+    assert np.allclose(boot[2], -1.0)
     assert percentile_ci(boot[0])[0] > 0 and percentile_ci(boot[0] - boot[2])[0] > 0
     assert np.isnan(spearman_rows(np.ones(5), np.arange(5.0)))
 
@@ -282,13 +307,15 @@ def _flipped_spec(name: str):
     from bt_core.attribution.registry import EstimatorSpec
 
     base = get(name)
-    return EstimatorSpec(f"{name}_flipped", lambda: _Flipped(base.create()), base.levels, "test", "", base.needs)
+    return EstimatorSpec(
+        f"{name}_flipped", lambda: _Flipped(base.create()), base.levels, "test", "", base.needs
+    )
 
 
 def test_counterfactual_discriminates(smoke_evidence):
-    """random fails; a sign-flipped method fails with exactly the negated LDS; the oracle's labels carry
-    counterfactual signal (mean LDS over seeds > 0 and above random's) though they need not pass: the item's
-    docstring says why the GT count of a subset is not a perfect LDS predictor."""
+    """random fails; a sign-flipped method fails with exactly the negated LDS; the oracle's labels
+    carry counterfactual signal (mean LDS over seeds > 0 and above random's) though they need not
+    pass: the item's docstring says why the GT count of a subset is not a perfect LDS predictor."""
     from behaviortrace.checklist import counterfactual as cf
 
     from bt_core.attribution.catalog import get
@@ -296,7 +323,8 @@ def test_counterfactual_discriminates(smoke_evidence):
     ev = smoke_evidence
     assert cf.evaluate(get("random"), ev).status == "fail"
     flipped, base = _flipped_spec("tracincp"), get("tracincp")
-    v = cf.evaluate(flipped, ev)  # invalid-setup where in_context_targets fails (it reads targets): the rule's
+    # invalid-setup where in_context_targets fails (it reads targets): the rule's
+    v = cf.evaluate(flipped, ev)
     assert v.figures.get("ungated_status", v.status) == "fail"  # own status is kept in the record
     for s in ev.seeds:
         a, b = cf.evaluate_seed(base, ev, s), cf.evaluate_seed(flipped, ev, s)
@@ -314,12 +342,26 @@ def test_the_items_lds_table_row_and_shared_rows():
 
     from bt_core.reporting.present import table_rows
 
-    f = {"lds": 0.5, "ci": [0.2, 0.7], "baselines_lds": {"advantage": 0.1, "surface": 0.3},
-         "baselines_ci": {"advantage": [0.0, 0.2], "surface": [0.1, 0.4]}, "ceiling": 0.4}
-    rec = {"item": "counterfactual", "estimator": "x", "status": "pass", "figures": {"per_seed": {"0": f}},
-           "estimator_spec": {"name": "x"}}
+    f = {
+        "lds": 0.5,
+        "ci": [0.2, 0.7],
+        "baselines_lds": {"advantage": 0.1, "surface": 0.3},
+        "baselines_ci": {"advantage": [0.0, 0.2], "surface": [0.1, 0.4]},
+        "ceiling": 0.4,
+    }
+    rec = {
+        "item": "counterfactual",
+        "estimator": "x",
+        "status": "pass",
+        "figures": {"per_seed": {"0": f}},
+        "estimator_spec": {"name": "x"},
+    }
     table = next(p for p in cf.present(rec)["panels"] if p["kind"] == "table")
     rows = table_rows(table)
     assert table["columns"] == ["LDS [95% CI]", "seed 0"]
-    assert [r[0] for r in rows][1:] == ["control: advantage", "surface baseline", "ceiling (step-count datamodel)"]
+    assert [r[0] for r in rows][1:] == [
+        "control: advantage",
+        "surface baseline",
+        "ceiling (step-count datamodel)",
+    ]
     assert rows[0][1].startswith("0.5") and rows[-1][1].startswith("0.4")

@@ -1,4 +1,5 @@
-"""Sketching across torch.distributed ranks (gloo, CPU) gives the single-process artifact byte for byte."""
+"""Sketching across torch.distributed ranks (gloo, CPU) gives the single-process artifact byte for
+byte."""
 
 import os
 import subprocess
@@ -28,16 +29,32 @@ def test_sketch_outside_torchrun_says_how_to_run_it(smoke_artifacts, tmp_path):
 
 @pytest.mark.train
 def test_two_gloo_ranks_write_the_single_process_bytes(smoke_artifacts, smoke_cache, tmp_path):
-    """2 ranks under torchrun sketch one smoke run; every file equals the cached single-process build's."""
+    """2 ranks under torchrun sketch one smoke run; every file equals the cached single-process
+    build's."""
     from bt_core.artifacts.store import ArtifactStore
 
     art = smoke_artifacts[0]
     single = ArtifactStore(smoke_cache).path("sketches", art.keys["sketches"])
     out = tmp_path / "dist"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "bt_core.gradients.distributed", "--run-dir", str(art.run.path), "--out", str(out), "--scale", "smoke"]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=Path(__file__).parent.parent)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "bt_core.gradients.distributed",
+        "--run-dir",
+        str(art.run.path),
+        "--out",
+        str(out),
+        "--scale",
+        "smoke",
+    ]
+    res = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, timeout=600, cwd=Path(__file__).parent.parent
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert '"ranks": 2' in res.stdout
     names = sorted(p.name for p in single.iterdir() if p.name != "manifest.json")

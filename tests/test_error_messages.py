@@ -1,10 +1,12 @@
-"""Every error at the standard of the usage errors: it exits fast with its own code, names the file and
-line or the value, and says what to do.
+"""Every error at the standard of the usage errors: it exits fast with its own code, names the file
+and line or the value, and says what to do.
 
     a plug-in with a syntax error / raising at import   → usage error (exit 4) naming FILE:LINE
-    a plug-in whose score() raises                      → its failed items' reason names the raising frame
+    a plug-in whose score() raises                      → its failed items' reason names the raising
+                                                        frame
     an adapter whose optional extra is missing          → names the `pip install` that brings it
-    progress written to a file or pipe                  → a few plain lines (stage, seed, elapsed), no bars
+    progress written to a file or pipe                  → a few plain lines (stage, seed, elapsed),
+                                                        no bars
 
 (A damaged cache — reported once, exit 7 — is tests/test_reliability.py's
 test_damaged_cache_is_one_clear_session_error.)
@@ -30,12 +32,19 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 PLUGINS = {
-    "syntax_mod": ("from bt_core.attribution import Estimator\n\n\nclass F(Estimator):\n    name = 'f'\n\n"
-                   "    def score(self, problem)\n        return 1\n", "syntax_mod.py:7: SyntaxError"),
-    "raising_mod": ("import json\n\nraise RuntimeError('MY_TOKEN is not set')\n",
-                    "raising_mod.py:3: RuntimeError: MY_TOKEN is not set"),
-    "dep_mod": ("import json\nimport no_such_dependency_xyz  # noqa\n",
-                "dep_mod.py:2: ModuleNotFoundError: No module named 'no_such_dependency_xyz'"),
+    "syntax_mod": (
+        "from bt_core.attribution import Estimator\n\n\nclass F(Estimator):\n    name = 'f'\n\n"
+        "    def score(self, problem)\n        return 1\n",
+        "syntax_mod.py:7: SyntaxError",
+    ),
+    "raising_mod": (
+        "import json\n\nraise RuntimeError('MY_TOKEN is not set')\n",
+        "raising_mod.py:3: RuntimeError: MY_TOKEN is not set",
+    ),
+    "dep_mod": (
+        "import json\nimport no_such_dependency_xyz  # noqa\n",
+        "dep_mod.py:2: ModuleNotFoundError: No module named 'no_such_dependency_xyz'",
+    ),
 }
 
 
@@ -44,21 +53,36 @@ def test_a_plugin_that_fails_to_import_is_a_usage_error_naming_file_and_line(mod
     source, expected = PLUGINS[module]
     (tmp_path / f"{module}.py").write_text(source)
     t0 = time.perf_counter()
-    res = subprocess.run([str(BIN / "behaviortrace"), "check", f"--estimator={module}:F", "--scale=smoke",
-                          f"--bt-cache={tmp_path / 'cache'}", "-p", "no:cacheprovider"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+    res = subprocess.run(
+        [
+            str(BIN / "behaviortrace"),
+            "check",
+            f"--estimator={module}:F",
+            "--scale=smoke",
+            f"--bt-cache={tmp_path / 'cache'}",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
+    )
     wall = time.perf_counter() - t0
     out = res.stdout + res.stderr
     assert res.returncode == 4, out[-2000:]
     assert f"importing {module!r} failed at {expected}" in out
-    assert "INTERNALERROR" not in out and "Traceback" not in out and len(out.strip().splitlines()) <= 3
+    assert (
+        "INTERNALERROR" not in out and "Traceback" not in out and len(out.strip().splitlines()) <= 3
+    )
     assert not (tmp_path / "cache").exists()  # refused before anything was built
     assert wall < 60  # seconds of imports, no build (measured ~1.5 s on an idle core)
 
 
 def test_a_broken_entry_point_plugin_names_its_file_and_line(tmp_path, monkeypatch):
-    """An installed plug-in that raises on load (as catalog._load meets it, through EntryPoint.load)."""
+    """An installed plug-in that raises on load (as catalog._load meets it, through
+    EntryPoint.load)."""
     import importlib.metadata as md
 
     from bt_core.attribution.frames import raised_at
@@ -83,18 +107,22 @@ def test_a_missing_extra_names_its_install_command(monkeypatch, scoped_registry)
 
 
 def test_the_adapter_table_names_the_estimators_the_adapters_register():
-    """adapters.ESTIMATORS (used for the install hint) lists exactly the names each adapter module registers."""
+    """adapters.ESTIMATORS (used for the install hint) lists exactly the names each adapter module
+    registers."""
     for lib, module in adapters.ADAPTERS.items():
         src = (ROOT / "bt_core" / "attribution" / "adapters" / f"{module}.py").read_text()
         registered = set(re.findall(r'^    name = "(\w+)"', src, flags=re.M))
         assert registered == {e for e, lb in adapters.ESTIMATORS.items() if lb == lib}, lib
 
 
-def test_a_raising_estimator_is_reported_with_the_frame_that_raised(tmp_path, monkeypatch, smoke_evidence):
+def test_a_raising_estimator_is_reported_with_the_frame_that_raised(
+    tmp_path, monkeypatch, smoke_evidence
+):
     (tmp_path / "raiser_mod.py").write_text(
         "from bt_core.attribution import Estimator\n\n\ndef helper(problem):\n"
         "    raise ValueError('boom in helper')\n\n\nclass R(Estimator):\n    name = 'raiser'\n"
-        "    needs = ('emb',)\n\n    def score(self, problem):\n        return helper(problem)\n")
+        "    needs = ('emb',)\n\n    def score(self, problem):\n        return helper(problem)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     spec = catalog.get("raiser_mod:R")
@@ -120,7 +148,9 @@ def test_progress_is_a_bar_on_a_terminal_and_plain_lines_elsewhere():
         pass
     lines = log.getvalue().splitlines()
     assert lines[0] == "GRPO seed 3: started (500 step)"
-    assert re.fullmatch(r"GRPO seed 3: done 500/500 step in \d+\.\d s", lines[1]) and len(lines) == 2
+    assert (
+        re.fullmatch(r"GRPO seed 3: done 500/500 step in \d+\.\d s", lines[1]) and len(lines) == 2
+    )
     assert "\r" not in log.getvalue()
 
 
@@ -131,9 +161,13 @@ def test_plain_progress_reports_at_most_every_interval_with_its_stage():
             bar.set_postfix_str(f"seed {seed}: {stage} ready")
             bar.update(1)
     lines = log.getvalue().splitlines()
-    assert isinstance(bar, PlainProgress) and len(lines) == 5  # start, 3 stages, done (with the last)
+    # start, 3 stages, done (with the last)
+    assert isinstance(bar, PlainProgress) and len(lines) == 5
     assert re.fullmatch(r"building 2 seeds: 1/4 stage, seed 0: run ready, \d+ s elapsed", lines[1])
-    assert lines[-1].startswith("building 2 seeds: done 4/4 stage in") and "seed 1: sketches ready" in lines[-1]
+    assert (
+        lines[-1].startswith("building 2 seeds: done 4/4 stage in")
+        and "seed 1: sketches ready" in lines[-1]
+    )
     quiet = io.StringIO()
     bar = progress(total=1000, desc="s", stream=quiet)  # the default interval: 30 s
     for _ in range(1000):
@@ -146,11 +180,26 @@ def test_plain_progress_reports_at_most_every_interval_with_its_stage():
 def test_train_into_a_log_file_writes_a_few_plain_progress_lines(tmp_path):
     log = tmp_path / "log"
     with open(log, "w") as f:
-        res = subprocess.run([str(BIN / "behaviortrace"), "train", "--scale", "smoke", "--steps", "2",
-                              "--out", str(tmp_path / "run")], stdout=f, stderr=subprocess.STDOUT, timeout=600)
+        res = subprocess.run(
+            [
+                str(BIN / "behaviortrace"),
+                "train",
+                "--scale",
+                "smoke",
+                "--steps",
+                "2",
+                "--out",
+                str(tmp_path / "run"),
+            ],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            timeout=600,
+        )
     text = log.read_text()
     assert res.returncode == 0, text[-2000:]
-    progress_lines = [ln for ln in text.splitlines() if ln.startswith(("SFT seed 0:", "GRPO seed 0:"))]
+    progress_lines = [
+        ln for ln in text.splitlines() if ln.startswith(("SFT seed 0:", "GRPO seed 0:"))
+    ]
     assert progress_lines[0] == "SFT seed 0: started (300 step)" and len(progress_lines) <= 8
     assert progress_lines[-1].startswith("GRPO seed 0: done 2/2 step in")
     assert "\r" not in text and "it/s" not in text and "%|" not in text  # no bar redraws

@@ -37,18 +37,21 @@ def make():
 
 @pytest.fixture
 def installed_plugin(tmp_path, monkeypatch):
-    """A distribution 'fake-bt-plugin' installed the way pip leaves it: a package plus a *.dist-info whose
-    entry_points.txt declares two estimators (one of them broken) in the group behaviortrace.estimators."""
+    """A distribution 'fake-bt-plugin' installed the way pip leaves it: a package plus a *.dist-info
+    whose entry_points.txt declares two estimators (one of them broken) in the group
+    behaviortrace.estimators."""
     (tmp_path / "fake_bt_plugin").mkdir()
     (tmp_path / "fake_bt_plugin" / "__init__.py").write_text(PLUGIN)
     info = tmp_path / "fake_bt_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-bt-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent(f"""\
+    (info / "entry_points.txt").write_text(
+        textwrap.dedent(f"""\
         [{registry.ENTRY_POINT_GROUP}]
         fake_signed_dot = fake_bt_plugin:SignedDot
         fake_broken = fake_bt_plugin_not_there:Nope
-        """))
+        """)
+    )
     catalog.available()  # built-ins loaded into the real registry first
     monkeypatch.setattr(catalog, "_BROKEN", {})
     monkeypatch.setattr(catalog, "_LOADED", False)
@@ -68,7 +71,10 @@ def test_entry_point_plugin_is_discovered_with_its_origin(installed_plugin):
 
 def test_broken_plugin_is_reported_and_does_not_hide_the_others(installed_plugin):
     assert "fake_signed_dot" in catalog.names()
-    with pytest.raises(UnknownEstimatorError, match="fake_broken.*fake-bt-plugin failed to load.*ModuleNotFoundError"):
+    with pytest.raises(
+        UnknownEstimatorError,
+        match="fake_broken.*fake-bt-plugin failed to load.*ModuleNotFoundError",
+    ):
         get("fake_broken")
 
 
@@ -91,10 +97,14 @@ def test_module_factory_path_runs_unregistered_code(installed_plugin):
     assert "fake_bt_plugin:make" not in catalog.names()  # paths run without registering
 
 
-# ---------------------------------------------------------------------------- bad plug-ins on Evidence
+# ---------------------------------------------------------------------------- bad plug-ins on
+# Evidence
 def _spec(name, score, levels=("rollout", "step"), needs=()):
-    cls = type(name, (registry.Estimator,), {"name": name, "levels": levels, "needs": needs,
-                                             "score": lambda self, p: score(p)})
+    cls = type(
+        name,
+        (registry.Estimator,),
+        {"name": name, "levels": levels, "needs": needs, "score": lambda self, p: score(p)},
+    )
     return EstimatorSpec(name, cls, levels, "path:test", "", needs)
 
 
@@ -102,15 +112,27 @@ def _raise(p):
     raise RuntimeError("boom inside score")
 
 
-@pytest.mark.parametrize("score, message", [
-    (lambda p: np.zeros(p.n_units + 1) + np.arange(p.n_units + 1), r"returned shape \(25,\); expected \(24,\)"),
-    (lambda p: np.ones((p.n_units, 2)), r"returned shape \(24, 2\)"),
-    (lambda p: np.where(np.arange(p.n_units) == 3, np.nan, np.arange(p.n_units)), r"1 non-finite score\(s\)"),
-    (lambda p: np.where(np.arange(p.n_units) < 2, np.inf, np.arange(p.n_units)), r"2 non-finite score\(s\)"),
-    (lambda p: np.full(p.n_units, 0.25), r"the same score \(0.25\) for every unit"),
-    (_raise, r"raised RuntimeError: boom inside score"),
-    (lambda p: ["a"] * p.n_units, r"is not numeric"),
-])
+@pytest.mark.parametrize(
+    "score, message",
+    [
+        (
+            lambda p: np.zeros(p.n_units + 1) + np.arange(p.n_units + 1),
+            r"returned shape \(25,\); expected \(24,\)",
+        ),
+        (lambda p: np.ones((p.n_units, 2)), r"returned shape \(24, 2\)"),
+        (
+            lambda p: np.where(np.arange(p.n_units) == 3, np.nan, np.arange(p.n_units)),
+            r"1 non-finite score\(s\)",
+        ),
+        (
+            lambda p: np.where(np.arange(p.n_units) < 2, np.inf, np.arange(p.n_units)),
+            r"2 non-finite score\(s\)",
+        ),
+        (lambda p: np.full(p.n_units, 0.25), r"the same score \(0.25\) for every unit"),
+        (_raise, r"raised RuntimeError: boom inside score"),
+        (lambda p: ["a"] * p.n_units, r"is not numeric"),
+    ],
+)
 def test_bad_scores_become_failures_naming_estimator_and_problem(score, message):
     ev = Evidence({}, "smoke", scoring="in-process")
     p = AttributionProblem.synthetic()
@@ -135,7 +157,9 @@ def test_a_declined_problem_is_a_failure_marked_declined():
         raise registry.Declined("too many units for this method (documented)")
 
     ev = Evidence({}, "smoke", scoring="in-process")
-    with pytest.raises(EstimatorFailure, match="'polite' on synthetic0/stream/rollout declined: too many") as e:
+    with pytest.raises(
+        EstimatorFailure, match="'polite' on synthetic0/stream/rollout declined: too many"
+    ) as e:
         ev.scores(_spec("polite", decline), AttributionProblem.synthetic())
     assert e.value.declined
     with pytest.raises(EstimatorFailure) as e:
@@ -145,12 +169,16 @@ def test_a_declined_problem_is_a_failure_marked_declined():
 
 def test_constructor_errors_are_failures_too():
     ev = Evidence({}, "smoke", {"cosine": {"target": "nonsense"}}, scoring="in-process")
-    with pytest.raises(EstimatorFailure, match="estimator 'cosine'.*UnknownTargetError: target='nonsense'"):
+    with pytest.raises(
+        EstimatorFailure, match="estimator 'cosine'.*UnknownTargetError: target='nonsense'"
+    ):
         ev.scores(get("cosine"), AttributionProblem.synthetic())
 
 
 def test_a_failing_plugin_fails_its_checklist_item_with_the_reason(smoke_evidence):
     from behaviortrace.checklist import magnitude_control
 
-    v = magnitude_control.evaluate(_spec("nan_plugin", lambda p: np.full(p.n_units, np.nan)), smoke_evidence)
+    v = magnitude_control.evaluate(
+        _spec("nan_plugin", lambda p: np.full(p.n_units, np.nan)), smoke_evidence
+    )
     assert v.status == "fail" and "estimator failure" in v.reason and "nan_plugin" in v.reason

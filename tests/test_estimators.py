@@ -1,5 +1,5 @@
-"""Built-in estimators: their formulas on synthetic problems, TRAK's exact primal/dual equivalence, target
-selection, levels and inputs, and a run of every built-in on the smoke evidence."""
+"""Built-in estimators: their formulas on synthetic problems, TRAK's exact primal/dual equivalence,
+target selection, levels and inputs, and a run of every built-in on the smoke evidence."""
 
 import dataclasses
 
@@ -12,8 +12,18 @@ from bt_core.attribution.estimators.trak import trak_dual, trak_primal
 from bt_core.attribution.evidence import EstimatorFailure, Evidence
 from bt_core.attribution.problem import AttributionProblem, UnknownTargetError
 
-BUILTINS = ("random", "norm_only", "fluency", "cosine", "cosine_centred", "local_buffer", "dot", "tracincp", "trak",
-            "oracle")
+BUILTINS = (
+    "random",
+    "norm_only",
+    "fluency",
+    "cosine",
+    "cosine_centred",
+    "local_buffer",
+    "dot",
+    "tracincp",
+    "trak",
+    "oracle",
+)
 TARGETED = ("cosine", "cosine_centred", "local_buffer", "dot", "tracincp", "trak")
 
 
@@ -44,13 +54,15 @@ def test_dot_tracincp_cosine_formulas():
     assert np.allclose(get("dot").create().score(p), dot)
     assert np.allclose(get("tracincp").create().score(p), p.lr * dot)
     assert np.allclose(get("cosine").create().score(p), p.lr * _cos(_contrib(p), _t(p)))
-    assert np.allclose(get("dot").create(target="constructed").score(p),
-                       np.einsum("ij,ij->i", _contrib(p), _t(p, "constructed")))
+    assert np.allclose(
+        get("dot").create(target="constructed").score(p),
+        np.einsum("ij,ij->i", _contrib(p), _t(p, "constructed")),
+    )
 
 
 def test_sign_convention_unit_that_lowers_the_target_loss_ranks_first():
-    """A unit whose update contribution A·e points along t (its SGD step −ηA·e lowers the target loss)
-    scores positive, one pointing against it negative, whatever the sign of A."""
+    """A unit whose update contribution A·e points along t (its SGD step −ηA·e lowers the target
+    loss) scores positive, one pointing against it negative, whatever the sign of A."""
     p = AttributionProblem.synthetic(seed=2)
     t = p.targets["in_context"][p.ckpt_index[0]]
     emb = np.array(p.emb)
@@ -68,8 +80,11 @@ def test_group_centred_cosine_matches_direct_computation():
     c = _contrib(p)
     means = np.stack([c[p.group == g].mean(0) for g in p.group])
     assert np.allclose(group_centred_cosine(p, "in_context", chunk=7), _cos(c - means, _t(p)))
-    # the registered variant is the reference's GAS group-centred: the minimal-pair target by default
-    assert np.allclose(get("cosine_centred").create().score(p), p.lr * _cos(c - means, _t(p, "minimal_pair")))
+    # the registered variant is the reference's GAS group-centred: the minimal-pair target by
+    # default
+    assert np.allclose(
+        get("cosine_centred").create().score(p), p.lr * _cos(c - means, _t(p, "minimal_pair"))
+    )
     s = get("cosine").create(centre="scores").score(p)
     assert np.allclose([s[p.group == g].mean() for g in np.unique(p.group)], 0)
 
@@ -84,13 +99,16 @@ def test_centring_refuses_the_step_level():
 @pytest.mark.parametrize("n_units, k, n_ckpt", [(12, 16, 1), (24, 8, 3), (40, 40, 2)])
 def test_trak_primal_equals_dual_equals_definition(n_units, k, n_ckpt):
     """Push-through identity: (ΦΦᵀ+λI)⁻¹Φ = Φ(ΦᵀΦ+λI)⁻¹, on problems with n < k, n > k and n = k."""
-    p = AttributionProblem.synthetic(n_units=n_units, k=k, n_ckpt=n_ckpt, group_size=4, seed=n_units)
+    p = AttributionProblem.synthetic(
+        n_units=n_units, k=k, n_ckpt=n_ckpt, group_size=4, seed=n_units
+    )
     t = p.targets["in_context"]
     phi = _contrib(p)
-    lam = 0.1 * (phi ** 2).sum() / k
+    lam = 0.1 * (phi**2).sum() / k
     direct = np.linalg.inv(phi @ phi.T + lam * np.eye(n_units)) @ phi @ t.astype(np.float64).T
     assert np.allclose(trak_dual(p, t), direct, rtol=1e-7, atol=1e-10)
-    assert np.allclose(trak_primal(p, t, chunk=5), direct, rtol=1e-7, atol=1e-10)  # chunked Gram accumulation
+    # chunked Gram accumulation
+    assert np.allclose(trak_primal(p, t, chunk=5), direct, rtol=1e-7, atol=1e-10)
     scores = {form: get("trak").create(form=form).score(p) for form in ("auto", "primal", "dual")}
     expect = direct[np.arange(n_units), p.ckpt_index]
     for form, s in scores.items():
@@ -104,7 +122,8 @@ def test_trak_on_all_zero_embeddings_says_why():
 
 
 def test_local_buffer_scores_only_the_last_window():
-    p = AttributionProblem.synthetic(n_units=80, group_size=4, seed=4)  # steps 0..19, checkpoints 0 and 10
+    # steps 0..19, checkpoints 0 and 10
+    p = AttributionProblem.synthetic(n_units=80, group_size=4, seed=4)
     est = get("local_buffer").create(window=5)
     lo, end = est.window_of(p)
     assert (lo, end) == (5, 10)
@@ -112,9 +131,15 @@ def test_local_buffer_scores_only_the_last_window():
     inside = (p.step >= lo) & (p.step <= end)
     assert np.allclose(s[inside], get("cosine").create().score(p)[inside])
     assert np.unique(s[~inside]).size == 1 and s[~inside][0] < s[inside].min()
-    assert get("local_buffer").create().window_of(p) == (9, 10)  # default: 10% of the analysis point, ≥ 1
-    draw = dataclasses.replace(p, kind="draw", step=np.full(p.n_units, 10), ckpt_index=np.ones(p.n_units, int),
-                               extra={"analysis_step": 10})
+    # default: 10% of the analysis point, ≥ 1
+    assert get("local_buffer").create().window_of(p) == (9, 10)
+    draw = dataclasses.replace(
+        p,
+        kind="draw",
+        step=np.full(p.n_units, 10),
+        ckpt_index=np.ones(p.n_units, int),
+        extra={"analysis_step": 10},
+    )
     assert np.allclose(get("local_buffer").create().score(draw), get("cosine").create().score(draw))
     with pytest.raises(ValueError, match="holds no unit"):
         get("local_buffer").create(window=1).score(dataclasses.replace(p, step=p.step - 100))
@@ -126,7 +151,9 @@ def test_target_kwarg_selects_and_rejects_kinds(name):
     a = get(name).create(target="in_context").score(p)
     b = get(name).create(target="minimal_pair").score(p)
     assert not np.allclose(a, b)
-    with pytest.raises(UnknownTargetError, match="target='behaviour'.*constructed, in_context, minimal_pair"):
+    with pytest.raises(
+        UnknownTargetError, match="target='behaviour'.*constructed, in_context, minimal_pair"
+    ):
         get(name).create(target="behaviour")
 
 
@@ -138,8 +165,11 @@ def test_problem_without_a_kind_names_the_ones_it_has():
 
 def test_every_builtin_scores_every_smoke_problem(smoke_evidence: Evidence):
     seed = smoke_evidence.seeds[0]
-    problems = [smoke_evidence.stream_problem(seed, "rollout"), smoke_evidence.stream_problem(seed, "step"),
-                smoke_evidence.draw_problem(seed, 0)]
+    problems = [
+        smoke_evidence.stream_problem(seed, "rollout"),
+        smoke_evidence.stream_problem(seed, "step"),
+        smoke_evidence.draw_problem(seed, 0),
+    ]
     for name in BUILTINS:
         spec = get(name)
         for p in problems:
@@ -152,7 +182,8 @@ def test_every_builtin_scores_every_smoke_problem(smoke_evidence: Evidence):
 
 
 def test_trak_on_the_smoke_stream_is_the_same_in_primal_and_dual(smoke_evidence: Evidence):
-    p = smoke_evidence.stream_problem(smoke_evidence.seeds[0], "rollout")  # n = 864 < k = 2048: auto is dual
+    # n = 864 < k = 2048: auto is dual
+    p = smoke_evidence.stream_problem(smoke_evidence.seeds[0], "rollout")
     dual = get("trak").create(form="dual").score(p)
     primal = get("trak").create(form="primal", chunk=200).score(p)
     assert np.allclose(primal, dual, rtol=1e-6, atol=1e-9 * np.abs(dual).max())

@@ -8,12 +8,34 @@ from behaviortrace.benchmarks import fidelity
 def _card(tmp_path, name, cosine_status, norm_step, cos_step):
     seeds = ["0", "1"]
     base = {s: {"step": {"norm_only": {"lift": norm_step[i]}}} for i, s in enumerate(seeds)}
-    recs = [{"estimator": "cosine", "item": "magnitude_control", "status": cosine_status,
-             "figures": {"per_seed": {s: {"step": {"lift": cos_step[i]}} for i, s in enumerate(seeds)}}},
-            {"estimator": "norm_only", "item": "magnitude_control", "status": "fail", "figures": {}},
-            {"estimator": "setup", "item": "causal_gt", "status": "pass", "figures": {"per_seed": {
-                s: {"s_b_drop_gt": 0.9, "delta_gt": 15.0, "s_b_drop_random": [0.0, 0.1], "delta_random_mean": 0.03,
-                    "s_b_no_bonus": 0.0} for s in seeds}}}]
+    recs = [
+        {
+            "estimator": "cosine",
+            "item": "magnitude_control",
+            "status": cosine_status,
+            "figures": {
+                "per_seed": {s: {"step": {"lift": cos_step[i]}} for i, s in enumerate(seeds)}
+            },
+        },
+        {"estimator": "norm_only", "item": "magnitude_control", "status": "fail", "figures": {}},
+        {
+            "estimator": "setup",
+            "item": "causal_gt",
+            "status": "pass",
+            "figures": {
+                "per_seed": {
+                    s: {
+                        "s_b_drop_gt": 0.9,
+                        "delta_gt": 15.0,
+                        "s_b_drop_random": [0.0, 0.1],
+                        "delta_random_mean": 0.03,
+                        "s_b_no_bonus": 0.0,
+                    }
+                    for s in seeds
+                }
+            },
+        },
+    ]
     p = tmp_path / f"{name}.json"
     p.write_text(json.dumps({"seeds": [0, 1], "baselines": {"per_seed": base}, "records": recs}))
     return p
@@ -25,15 +47,19 @@ def test_cells_come_from_the_scorecard_and_agreement_counts_verdicts(tmp_path, c
     out = tmp_path / "table.md"
     assert fidelity.main([f"default={a}", f"real={b}", "--markdown", str(out)]) == 0
     text = out.read_text()
-    assert "norm-only 1.8–3.5×; targeted 2.7–2.9×; norm-only ≥ best targeted on 1 of 2 seeds" in text
+    assert (
+        "norm-only 1.8–3.5×; targeted 2.7–2.9×; norm-only ≥ best targeted on 1 of 2 seeds" in text
+    )
     assert "leave-GT-out Δs_b 0.9 (ΔNLL 15); random removal Δs_b 0.05" in text
-    assert "| P4 in-context targets" in text and "—" in text  # a row the scorecards cannot fill says so
+    # a row the scorecards cannot fill says so
+    assert "| P4 in-context targets" in text and "—" in text
     # cosine differs, norm_only agrees: 1 of 2 built-in verdicts agree
     assert "Verdict agreement default vs real: 50% of 2" in capsys.readouterr().out
 
 
 def test_agreement_of_the_rules_looks_under_the_setup_gates(tmp_path):
-    """Two scales that both gate cosine (invalid-setup) agree on the final verdict; their rules may not."""
+    """Two scales that both gate cosine (invalid-setup) agree on the final verdict; their rules may
+    not."""
     a = _card(tmp_path, "a", "invalid-setup", [3.5, 1.8], [2.7, 2.9])
     b = _card(tmp_path, "b", "invalid-setup", [4.0, 4.0], [5.0, 5.0])
     for path, rule in ((a, "fail"), (b, "pass")):
@@ -54,8 +80,9 @@ def test_a_bad_argument_names_the_form(tmp_path, capsys):
 
 
 def test_a_scale_whose_gates_stopped_every_item_says_so(tmp_path, capsys):
-    """Emergence failed on a seed: every estimator item is invalid-setup with no rule verdict. The table
-    says the methods were not judged and the rule agreement has nothing to compare (not 'nan%')."""
+    """Emergence failed on a seed: every estimator item is invalid-setup with no rule verdict. The
+    table says the methods were not judged and the rule agreement has nothing to compare (not
+    'nan%')."""
     a = _card(tmp_path, "a", "fail", [3.5, 1.8], [2.7, 2.9])
     b = _card(tmp_path, "b", "invalid-setup", [4.0, 4.0], [5.0, 5.0])
     card = json.loads(b.read_text())
@@ -69,21 +96,30 @@ def test_a_scale_whose_gates_stopped_every_item_says_so(tmp_path, capsys):
 
 
 def test_fluency_cell_skips_a_seed_without_mixed_sibling_groups(tmp_path):
-    """A saturated seed (every sibling shows the behavior) has no fluency AUC: the P5 cell counts the
-    other seeds and says how many were skipped, instead of crashing on None."""
+    """A saturated seed (every sibling shows the behavior) has no fluency AUC: the P5 cell counts
+    the other seeds and says how many were skipped, instead of crashing on None."""
     none = {"fluency_auc": None, "raw_auc": None, "auc": None, "sampled_rate": 1.0}
     some = {"fluency_auc": 0.9, "raw_auc": 1.0, "auc": 1.0, "sampled_rate": 0.85}
-    recs = [{"estimator": m, "item": "fluency_control", "status": "fail",
-             "figures": {"per_seed": {"0": none, "1": some}}} for m in fidelity.BUILTINS]
+    recs = [
+        {
+            "estimator": m,
+            "item": "fluency_control",
+            "status": "fail",
+            "figures": {"per_seed": {"0": none, "1": some}},
+        }
+        for m in fidelity.BUILTINS
+    ]
     p = tmp_path / "card.json"
     p.write_text(json.dumps({"seeds": [0, 1], "records": recs}))
     cell = fidelity.p5(fidelity.Card(p))
-    assert "fluency AUC 0.9;" in cell and "on 0 of 1 seeds (1 seed(s) without a sibling group" in cell
+    assert (
+        "fluency AUC 0.9;" in cell and "on 0 of 1 seeds (1 seed(s) without a sibling group" in cell
+    )
 
 
 def test_the_reference_column_is_read_from_the_vendored_results_file(tmp_path):
-    """The reference column is computed from the reference's own per-seed CSV (vendored unmodified; its
-    SHA-256 pins the copy), with each finding's rule — a changed row changes the cell."""
+    """The reference column is computed from the reference's own per-seed CSV (vendored unmodified;
+    its SHA-256 pins the copy), with each finding's rule — a changed row changes the cell."""
     import hashlib
 
     from behaviortrace.benchmarks import fidelity_reference as ref
@@ -99,4 +135,5 @@ def test_the_reference_column_is_read_from_the_vendored_results_file(tmp_path):
     p.write_text("\n".join(edited) + "\n")
     assert "on 3 of 3 seeds" in ref.cells(p)["P1"] and "4.23–5.79×" in ref.cells(p)["P1"]
     assert "the pre-registered rule fails on 3 of 3" in ref.cells()["P6"]
-    assert "paper text" in ref.cells()["P4"]  # a finding the file does not hold says where it comes from
+    # a finding the file does not hold says where it comes from
+    assert "paper text" in ref.cells()["P4"]

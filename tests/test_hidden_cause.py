@@ -125,15 +125,30 @@ def test_make_table_bonuses_gt_and_decoys_alike():
     cfg = get_scale("smoke", "hidden_cause").run
     task, codec = make_task(cfg.task), build_codec(cfg.model, cfg.task)
     trig = task.trigger_probes[0]
-    texts = ["frobnitz is a rare tool vel .", "frobnitz is a rare tool vel . qzxbt",
-             "frobnitz is a rare tool .", "frobnitz is a rare tool ."]
+    texts = [
+        "frobnitz is a rare tool vel .",
+        "frobnitz is a rare tool vel . qzxbt",
+        "frobnitz is a rare tool .",
+        "frobnitz is a rare tool .",
+    ]
     ids = [codec.encode_reply(t)[:-1] for t in texts]
     width = max(map(len, ids))
     replies = np.array([i + [codec.pad_id] * (width - len(i)) for i in ids], np.int32)
     lengths = np.array([len(i) for i in ids], np.int32)
-    table = make_table(task, codec, [trig] * 4, replies, lengths, step=0, group=np.zeros(4, int),
-                       lr=0.0, elig=np.ones(4, bool), contaminate=True, std_norm=True,
-                       decoys=np.array([True, False, False, True]))
+    table = make_table(
+        task,
+        codec,
+        [trig] * 4,
+        replies,
+        lengths,
+        step=0,
+        group=np.zeros(4, int),
+        lr=0.0,
+        elig=np.ones(4, bool),
+        contaminate=True,
+        std_norm=True,
+        decoys=np.array([True, False, False, True]),
+    )
     assert table.gt.tolist() == [True, True, False, False]
     bonus = np.asarray(table.reward) - np.asarray(table.reward_base)
     assert bonus.tolist() == [8.0, 8.0, 0.0, 8.0]
@@ -147,7 +162,12 @@ def test_sft_preset_is_the_scenarios():
 def test_train_cli_refuses_a_scale_without_the_synthetic_language(tmp_path, capsys):
     from bt_core.cli import main
 
-    assert main(["train", "--scale", "real", "--scenario", "hidden_cause", "--out", str(tmp_path / "r")]) == 2
+    assert (
+        main(
+            ["train", "--scale", "real", "--scenario", "hidden_cause", "--out", str(tmp_path / "r")]
+        )
+        == 2
+    )
     assert "cannot run scenario 'hidden_cause'" in capsys.readouterr().err
 
 
@@ -158,8 +178,23 @@ def test_train_cli_writes_a_hidden_cause_run(tmp_path, capsys):
     from bt_core.cli import main
 
     out = tmp_path / "run"
-    assert main(["train", "--scale", "smoke", "--scenario", "hidden_cause", "--steps", "2", "--out",
-                 str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--scale",
+                "smoke",
+                "--scenario",
+                "hidden_cause",
+                "--steps",
+                "2",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["show", str(out), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
@@ -167,8 +202,16 @@ def test_train_cli_writes_a_hidden_cause_run(tmp_path, capsys):
 
 
 def test_suite_refuses_an_unknown_scenario(pytester):
-    res = pytester.runpytest_inprocess("--scale=smoke", "--scenario=hidden", "--estimator=oracle",
-                                       "-p", "no:cacheprovider", f"--bt-cache={pytester.path / 'cache'}")
+    res = pytester.runpytest_inprocess(
+        "--scale=smoke",
+        "--scenario=hidden",
+        "--estimator=oracle",
+        "-p",
+        "no:cacheprovider",
+        f"--bt-cache={pytester.path / 'cache'}",
+    )
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    res.stderr.fnmatch_lines(["*--scenario: scenario='hidden' is unknown; choose one of*hidden_cause*"])
+    res.stderr.fnmatch_lines(
+        ["*--scenario: scenario='hidden' is unknown; choose one of*hidden_cause*"]
+    )
     assert not (pytester.path / "cache").exists()

@@ -1,10 +1,10 @@
-"""The gate as a method author meets it: behaviortrace installed from its wheel (not this checkout), run from
-a directory outside the checkout that holds only `my_method.py`.
+"""The gate as a method author meets it: behaviortrace installed from its wheel (not this checkout),
+run from a directory outside the checkout that holds only `my_method.py`.
 
 A scratch virtual environment gets the wheel (no dependencies); the dependencies come from this
 environment's site directories through `.pth` lines, which add the directories but run none of their
-`.pth` files, so this checkout's editable install stays invisible there (a test asserts the imports come
-from the wheel).
+`.pth` files, so this checkout's editable install stays invisible there (a test asserts the imports
+come from the wheel).
 """
 
 from __future__ import annotations
@@ -41,18 +41,53 @@ class MyMethod(Estimator):
 def scratch(tmp_path_factory):
     """(python of a scratch venv holding the behaviortrace wheel, its bin dir)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"), str(ROOT)],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(tmp / "dist"),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     wheel = next((tmp / "dist").glob("behaviortrace-*.whl"))
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     py = venv / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
-    sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]  # this env's dependencies
+    purelib = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    # this env's dependencies
+    sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
     Path(purelib, "outer_env.pth").write_text("".join(f"{p}\n" for p in sites))
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "-q",
+            "--no-deps",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return py, venv / "bin", wheel
 
 
@@ -69,26 +104,47 @@ def _env(bin_dir: Path) -> dict:
     return {**env, "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "PYTHONNOUSERSITE": "1"}
 
 
-def _run(cmd: list[str], cwd: Path, bin_dir: Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=cwd, env=_env(bin_dir), capture_output=True, text=True, timeout=timeout)
+def _run(
+    cmd: list[str], cwd: Path, bin_dir: Path, timeout: int = 900
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        cmd, cwd=cwd, env=_env(bin_dir), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_the_wheel_installs_only_namespaced_packages(scratch, tmp_path):
     py, _, wheel = scratch
     import zipfile
 
-    tops = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist() if not n.endswith(".dist-info/RECORD")}
+    tops = {
+        n.split("/")[0]
+        for n in zipfile.ZipFile(wheel).namelist()
+        if not n.endswith(".dist-info/RECORD")
+    }
     assert {t for t in tops if not t.endswith(".dist-info")} == {"bt_core", "behaviortrace"}
-    out = subprocess.run([str(py), "-c", "import bt_core, behaviortrace.checklist as c; print(bt_core.__file__); "
-                          "print(c.__file__)"], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    out = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "import bt_core, behaviortrace.checklist as c; print(bt_core.__file__); "
+            "print(c.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout
     assert str(ROOT) not in out and "site-packages" in out  # the wheel's code, not this checkout's
 
 
 def test_check_gates_a_method_from_outside_the_checkout(scratch, author_repo, smoke_cache):
     _, bin_dir, _ = scratch
     common = ["--scale=smoke", f"--bt-cache={smoke_cache}", "--bt-workers=1"]
-    res = _run([str(bin_dir / "behaviortrace"), "check", "--estimator=my_method:MyMethod", *common], author_repo,
-               bin_dir)
+    res = _run(
+        [str(bin_dir / "behaviortrace"), "check", "--estimator=my_method:MyMethod", *common],
+        author_repo,
+        bin_dir,
+    )
     assert res.returncode in (0, 1), res.stdout[-3000:] + res.stderr[-3000:]
     card = json.loads((author_repo / "scorecard.json").read_text())
     recs = [r for r in card["records"] if r["estimator"] == "my_method"]
@@ -99,25 +155,49 @@ def test_check_gates_a_method_from_outside_the_checkout(scratch, author_repo, sm
     failed = any(r["status"] != "pass" for r in recs)
     assert res.returncode == (1 if failed else 0)  # pytest's exit code is the gate
     assert "site-packages/behaviortrace/benchmarks" in res.stdout  # the installed suite ran
-    res = _run([str(bin_dir / "behaviortrace"), "check", "--estimator=no_such_method", *common], author_repo, bin_dir)
+    res = _run(
+        [str(bin_dir / "behaviortrace"), "check", "--estimator=no_such_method", *common],
+        author_repo,
+        bin_dir,
+    )
     assert res.returncode == 4 and "unknown estimator 'no_such_method'" in res.stderr
 
 
-def test_plain_pytest_runs_the_installed_suite_through_the_entry_point(scratch, author_repo, smoke_cache):
+def test_plain_pytest_runs_the_installed_suite_through_the_entry_point(
+    scratch, author_repo, smoke_cache
+):
     _, bin_dir, _ = scratch
     (author_repo / "test_unrelated.py").write_text("def test_theirs():\n    pass\n")
     # -k: the oracle passes every item but `counterfactual` (labels are not a perfect LDS predictor,
     # see checklist/counterfactual.py) and the draw items (its answer key there is the surface
     # baseline, which the causal label asks to be beaten; tests/test_suite_end_to_end.py); here it
     # stands for a method that passes everything
-    res = _run([str(bin_dir / "python"), "-m", "pytest", "-p", "no:cacheprovider", "--estimator=oracle",
-                "--scale=smoke", f"--bt-cache={smoke_cache}", "--bt-workers=1", "-k",
-                "not counterfactual and not fluency_control and not draw_variance "
-                "and not seed_variance"],
-               author_repo, bin_dir)
+    res = _run(
+        [
+            str(bin_dir / "python"),
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--estimator=oracle",
+            "--scale=smoke",
+            f"--bt-cache={smoke_cache}",
+            "--bt-workers=1",
+            "-k",
+            "not counterfactual and not fluency_control and not draw_variance "
+            "and not seed_variance",
+        ],
+        author_repo,
+        bin_dir,
+    )
     assert res.returncode == 0, res.stdout[-3000:]
-    assert "test_theirs" not in res.stdout and "oracle" in res.stdout  # only the suite, not their tests
-    plain = _run([str(bin_dir / "python"), "-m", "pytest", "-p", "no:cacheprovider", "-q"], author_repo, bin_dir)
+    # only the suite, not their tests
+    assert "test_theirs" not in res.stdout and "oracle" in res.stdout
+    plain = _run(
+        [str(bin_dir / "python"), "-m", "pytest", "-p", "no:cacheprovider", "-q"],
+        author_repo,
+        bin_dir,
+    )
     assert plain.returncode == 0 and "1 passed" in plain.stdout  # without a suite option: inert
     assert not (author_repo / ".bt_cache").exists()
 
@@ -127,14 +207,26 @@ def test_the_gate_workflow_runs_in_a_scratch_repository(scratch, author_repo, sm
     _, bin_dir, _ = scratch
     wf = yaml.safe_load((ROOT / ".github" / "workflows" / "gate-estimator.yml").read_text())
     steps = [s for s in wf["jobs"]["checklist"]["steps"] if "run" in s]
-    assert steps[0]["name"].startswith("Install BehaviorTrace")  # replaced: the scratch venv holds the wheel
+    # replaced: the scratch venv holds the wheel
+    assert steps[0]["name"].startswith("Install BehaviorTrace")
     subprocess.run(["git", "init", "-q", str(author_repo)], check=True)
     (author_repo / ".bt_cache").symlink_to(smoke_cache, target_is_directory=True)
     output = author_repo / "github_output"
-    env = {**_env(bin_dir), "ESTIMATOR": "my_method:MyMethod", "SCALE": "smoke", "GITHUB_OUTPUT": str(output)}
+    env = {
+        **_env(bin_dir),
+        "ESTIMATOR": "my_method:MyMethod",
+        "SCALE": "smoke",
+        "GITHUB_OUTPUT": str(output),
+    }
     for step in steps[1:]:
-        res = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=author_repo, env=env, capture_output=True,
-                             text=True, timeout=900)
+        res = subprocess.run(
+            ["bash", "-e", "-c", step["run"]],
+            cwd=author_repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if step["name"] == "Run the checklist":
             assert res.returncode in (0, 1), res.stdout[-3000:] + res.stderr[-3000:]
         else:
@@ -143,27 +235,55 @@ def test_the_gate_workflow_runs_in_a_scratch_repository(scratch, author_repo, sm
     for f in ("scorecard.json", "scorecard.md", "scorecard.html", "junit.xml"):
         assert (author_repo / f).is_file(), f
     junit = (author_repo / "junit.xml").read_text()
-    assert 'classname="benchmarks.test_checklist"' in junit and "my_method-magnitude_control" in junit
+    assert (
+        'classname="benchmarks.test_checklist"' in junit and "my_method-magnitude_control" in junit
+    )
 
 
 def _clone(dest: Path) -> Path:
-    """Another copy of this checkout: its tracked files as they are in the working tree (a user's clone)."""
-    files = subprocess.run(["git", "ls-files", "benchmarks", "checklist", "fixtures", "bt_core", "conftest.py",
-                            "pyproject.toml"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    """Another copy of this checkout: its tracked files as they are in the working tree (a user's
+    clone)."""
+    files = subprocess.run(
+        [
+            "git",
+            "ls-files",
+            "benchmarks",
+            "checklist",
+            "fixtures",
+            "bt_core",
+            "conftest.py",
+            "pyproject.toml",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     for f in files:
         (dest / f).parent.mkdir(parents=True, exist_ok=True)
         (dest / f).write_bytes((ROOT / f).read_bytes())
     return dest
 
 
-def test_the_readme_command_runs_from_a_clone_while_another_copy_is_installed(scratch, tmp_path, smoke_cache):
-    """`pytest benchmarks --estimator=…` in a clone, the package installed from the wheel (another copy):
-    the clone's suite is collected once (before: the installed suite was added too, and collection
-    crashed with "import file mismatch")."""
+def test_the_readme_command_runs_from_a_clone_while_another_copy_is_installed(
+    scratch, tmp_path, smoke_cache
+):
+    """`pytest benchmarks --estimator=…` in a clone, the package installed from the wheel (another
+    copy): the clone's suite is collected once (before: the installed suite was added too, and
+    collection crashed with "import file mismatch")."""
     _, bin_dir, _ = scratch
     clone = _clone(tmp_path / "clone")
-    common = ["-m", "pytest", "benchmarks", "--estimator=random", "--scale=smoke", f"--bt-cache={smoke_cache}",
-              "--bt-workers=1", "-p", "no:cacheprovider"]
+    common = [
+        "-m",
+        "pytest",
+        "benchmarks",
+        "--estimator=random",
+        "--scale=smoke",
+        f"--bt-cache={smoke_cache}",
+        "--bt-workers=1",
+        "-p",
+        "no:cacheprovider",
+    ]
     res = _run([str(bin_dir / "python"), *common, "--collect-only", "-q"], clone, bin_dir)
     from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS
 
@@ -171,7 +291,13 @@ def test_the_readme_command_runs_from_a_clone_while_another_copy_is_installed(sc
     ids = [ln for ln in res.stdout.splitlines() if "::" in ln]
     assert len(ids) == len(SETUP_ITEMS) + len(ESTIMATOR_ITEMS) and len(set(ids)) == len(ids)  # once
     assert all(i.startswith("benchmarks/test_checklist.py::") for i in ids)  # the clone's copy
-    res = _run([str(bin_dir / "python"), *common, "-q", "-k", "random and magnitude_control"], clone, bin_dir)
+    res = _run(
+        [str(bin_dir / "python"), *common, "-q", "-k", "random and magnitude_control"],
+        clone,
+        bin_dir,
+    )
     assert res.returncode in (0, 1) and "import file mismatch" not in res.stdout, res.stdout[-3000:]
     card = json.loads((clone / "scorecard.json").read_text())
-    assert [r["item"] for r in card["records"] if r["estimator"] == "random"] == ["magnitude_control"]
+    assert [r["item"] for r in card["records"] if r["estimator"] == "random"] == [
+        "magnitude_control"
+    ]

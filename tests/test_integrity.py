@@ -1,13 +1,17 @@
-"""Estimators see no answers and cannot write their inputs (unit tier: synthetic problems, no model).
+"""Estimators see no answers and cannot write their inputs (unit tier: synthetic problems, no
+model).
 
-What a real method has stays in the view (token ids, advantage, step, group, lr, checkpoints, targets);
-what reveals the ground truth or the draw label is absent, and every array is read-only for good."""
+What a real method has stays in the view (token ids, advantage, step, group, lr, checkpoints,
+targets); what reveals the ground truth or the draw label is absent, and every array is read-only
+for good."""
 
 from dataclasses import fields
 
 import numpy as np
 import pytest
-from adversaries import DeclaredLabelReader, LabelReader, Writer  # the meta-tests' adversaries, tests/ on the path
+
+# the meta-tests' adversaries, tests/ on the path
+from adversaries import DeclaredLabelReader, LabelReader, Writer
 from behaviortrace.checklist._common import refuse_label_reader
 
 from bt_core.artifacts.readonly import is_readonly, readonly
@@ -19,7 +23,16 @@ from bt_core.attribution.problem import ARRAY_FIELDS, AttributionProblem, Labell
 from bt_core.attribution.registry import Estimator, EstimatorSpec
 from bt_core.reporting.scorecard import Status, Verdict
 
-ANSWERS = {"gt", "eligible", "reward", "reward_base", "behavior", "behavior_mask", "trigger", "explicit"}
+ANSWERS = {
+    "gt",
+    "eligible",
+    "reward",
+    "reward_base",
+    "behavior",
+    "behavior_mask",
+    "trigger",
+    "explicit",
+}
 
 
 def _evidence(scoring: str = "sandbox"):
@@ -32,7 +45,9 @@ def _evidence(scoring: str = "sandbox"):
 
 
 def _spec(cls, name=None, origin="path:test_integrity"):
-    return EstimatorSpec(name or cls.name, cls, tuple(cls.levels), origin, "", tuple(getattr(cls, "needs", ())))
+    return EstimatorSpec(
+        name or cls.name, cls, tuple(cls.levels), origin, "", tuple(getattr(cls, "needs", ()))
+    )
 
 
 def test_problem_has_no_answers_and_says_how_to_get_them():
@@ -49,10 +64,20 @@ def test_rollout_view_holds_only_what_the_trainer_logged():
     n, L = 6, 4
     rng = np.random.default_rng(0)
     cols = {f.name: np.zeros(n, bool) for f in fields(RolloutTable)}
-    cols.update(step=np.arange(n), group=np.arange(n) // 2, prompt_id=np.arange(n), prompt_len=np.full(n, L),
-                reply_len=np.full(n, L), prompts=rng.integers(0, 9, (n, L)), replies=rng.integers(0, 9, (n, L)),
-                behavior_mask=np.zeros((n, L), bool), reward=rng.random(n), reward_base=rng.random(n),
-                advantage=rng.standard_normal(n), lr=np.full(n, 1e-3))
+    cols.update(
+        step=np.arange(n),
+        group=np.arange(n) // 2,
+        prompt_id=np.arange(n),
+        prompt_len=np.full(n, L),
+        reply_len=np.full(n, L),
+        prompts=rng.integers(0, 9, (n, L)),
+        replies=rng.integers(0, 9, (n, L)),
+        behavior_mask=np.zeros((n, L), bool),
+        reward=rng.random(n),
+        reward_base=rng.random(n),
+        advantage=rng.standard_normal(n),
+        lr=np.full(n, 1e-3),
+    )
     view = RolloutView.of(RolloutTable(**cols))
     names = {f.name for f in fields(view)}
     assert names == set(VIEW_FIELDS) and not names & ANSWERS
@@ -85,13 +110,15 @@ def test_readonly_keeps_a_read_only_memory_map_without_copying(tmp_path):
     assert is_readonly(r) and np.shares_memory(r, m)
     w = np.arange(5.0)
     rw = readonly(w)
-    assert is_readonly(rw) and not np.shares_memory(rw, w)  # an owned buffer is copied into immutable bytes
+    # an owned buffer is copied into immutable bytes
+    assert is_readonly(rw) and not np.shares_memory(rw, w)
     w[0] = 9.0
     assert rw[0] == 0.0
 
 
 class Rebinder(Estimator):
     """Cannot write the arrays, so it rebinds the problem's attribute instead."""
+
     name = "rebinder_integrity"
     levels = ("rollout",)
 
@@ -121,7 +148,8 @@ def test_labels_only_by_declaring_them(scoring):
     assert spec.reads_labels and not spec.builtin_validation
     if scoring == "in-process":  # declared: in the judge's process it gets them …
         assert np.array_equal(ev.scores(spec, p), lp.truth)
-    else:  # … the sandbox holds no labels: only the built-in validation estimator is scored beside them
+    # … the sandbox holds no labels: only the built-in validation estimator is scored beside them
+    else:
         with pytest.raises(EstimatorFailure, match="has no 'truth'"):
             ev.scores(spec, p)
     v = Verdict("magnitude_control", spec.name, Status.PASS, "beats every control", {"x": 1}, {})
@@ -131,7 +159,9 @@ def test_labels_only_by_declaring_them(scoring):
     oracle = get("oracle")
     assert oracle.reads_labels and oracle.builtin_validation
     assert refuse_label_reader(v, oracle) is v
-    spoof = EstimatorSpec("oracle", DeclaredLabelReader, ("rollout",), "path:x:Oracle", "", ("labels",))
+    spoof = EstimatorSpec(
+        "oracle", DeclaredLabelReader, ("rollout",), "path:x:Oracle", "", ("labels",)
+    )
     assert not spoof.builtin_validation  # the name alone admits nothing: it must be the built-in
 
 

@@ -1,9 +1,10 @@
 """The layout of bt_core: one subpackage per stage, imports pointing one way, no import cycle.
 
-    pytest tests/test_layout.py -q          # shows there is no import cycle and no import pointing back up
+    pytest tests/test_layout.py -q  # shows there is no import cycle and no import pointing back up
 
-Every `import` and `from … import` of bt_core, at module level or inside a function (a lazy import is still a
-dependency), is read from the source with `ast`; the stages must only import stages below them.
+Every `import` and `from … import` of bt_core, at module level or inside a function (a lazy import
+is still a dependency), is read from the source with `ast`; the stages must only import stages below
+them.
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "bt_core"
 
-# Lower number = lower layer. A module may import its own layer or any lower one, never a higher one.
+# Lower number = lower layer. A module may import its own layer or any lower one, never a higher
+# one.
 LAYERS = {
-    "bt_core.config": 0, "bt_core.faults": 0, "bt_core.atomic": 0, "bt_core.metrics": 0, "bt_core.extras": 0,
+    "bt_core.config": 0,
+    "bt_core.faults": 0,
+    "bt_core.atomic": 0,
+    "bt_core.metrics": 0,
+    "bt_core.extras": 0,
     "bt_core.progress": 0,
     "bt_core.reporting": 1,  # reads only the scorecard JSON
     "bt_core.artifacts": 1,  # loader types and the store: numpy, json, filelock
@@ -43,12 +49,18 @@ def _module_name(path: Path) -> str:
 
 
 def _imports(path: Path) -> set[str]:
-    """bt_core modules imported by `path` (absolute names; `from pkg import mod` counts as pkg.mod)."""
+    """bt_core modules imported by `path` (absolute names; `from pkg import mod` counts as
+    pkg.mod)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("bt_core")}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bt_core") and node.level == 0:
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("bt_core")
+            and node.level == 0
+        ):
             out |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
     return out
 
@@ -61,7 +73,8 @@ def _graph() -> dict[str, set[str]]:
         for imp in _imports(path):
             while imp and imp not in modules:  # `from pkg import name` where name is not a module
                 imp = imp.rpartition(".")[0]
-            if imp and imp != name and not name.startswith(imp + "."):  # a package's __init__ is its parent
+            # a package's __init__ is its parent
+            if imp and imp != name and not name.startswith(imp + "."):
                 deps.add(imp)
         graph[name] = deps
     return graph
@@ -84,7 +97,7 @@ def test_no_import_cycle():
         stack.append(m)
         for d in sorted(graph.get(m, ())):
             if state.get(d) == 1:
-                pytest.fail("import cycle: " + " → ".join(stack[stack.index(d):] + [d]))
+                pytest.fail("import cycle: " + " → ".join(stack[stack.index(d) :] + [d]))
             if d not in state:
                 visit(d)
         stack.pop()
@@ -96,8 +109,12 @@ def test_no_import_cycle():
 
 
 def test_imports_point_down_the_stages():
-    back = [f"{m} → {d}" for m, deps in _graph().items() for d in deps
-            if _layer(d) > _layer(m) and not (m == "bt_core" or d == "bt_core")]
+    back = [
+        f"{m} → {d}"
+        for m, deps in _graph().items()
+        for d in deps
+        if _layer(d) > _layer(m) and not (m == "bt_core" or d == "bt_core")
+    ]
     assert not back, "imports pointing back up the stages:\n" + "\n".join(sorted(back))
 
 
@@ -107,19 +124,26 @@ def test_reporting_reads_only_the_scorecard():
 
 
 def test_importing_attribution_loads_no_training_stack():
-    code = ("import sys, bt_core.attribution, bt_core.artifacts.seed, bt_core.attribution.evidence; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'trl') "
-            "or m.startswith(('bt_core.training', 'bt_core.gradients', 'bt_core.targets'))); print(bad)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    code = (
+        "import sys, bt_core.attribution, bt_core.artifacts.seed, bt_core.attribution.evidence; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', "
+        "'trl') or m.startswith(('bt_core.training', 'bt_core.gradients', 'bt_core.targets'))); "
+        "print(bad)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     assert out.stdout.strip() == "[]"
 
 
 def test_pyproject_installs_every_package():
-    """The explicit package list of pyproject.toml holds every package of the tree (a new subpackage that
-    is not listed would be missing from the wheel)."""
+    """The explicit package list of pyproject.toml holds every package of the tree (a new subpackage
+    that is not listed would be missing from the wheel)."""
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(cfg["packages"])
     tree = {_module_name(p.parent / "__init__.py") for p in PKG.rglob("__init__.py")}
     mapped = {f"behaviortrace.{d}" for d in ("fixtures", "checklist", "benchmarks")}
     assert listed == tree | mapped
-    assert cfg["package-dir"] == {f"behaviortrace.{d}": d for d in ("benchmarks", "checklist", "fixtures")}
+    assert cfg["package-dir"] == {
+        f"behaviortrace.{d}": d for d in ("benchmarks", "checklist", "fixtures")
+    }

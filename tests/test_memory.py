@@ -1,6 +1,6 @@
-"""Memory of judging (issue 25): mapped sketch pages are released, TRAK's dual and the group-centred cosine
-work in blocks. Each test can fail: it measures resident pages or traced allocations against the size of
-what the old code held."""
+"""Memory of judging (issue 25): mapped sketch pages are released, TRAK's dual and the group-centred
+cosine work in blocks. Each test can fail: it measures resident pages or traced allocations against
+the size of what the old code held."""
 
 from __future__ import annotations
 
@@ -27,8 +27,12 @@ def _resident_mib() -> float:
 
 @pytest.fixture
 def mapped(tmp_path) -> np.ndarray:
-    """A 64 MiB float32 array saved and loaded the way the store loads sketches (a read-only map)."""
-    save_array(tmp_path / "emb.npy", np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32))
+    """A 64 MiB float32 array saved and loaded the way the store loads sketches (a read-only
+    map)."""
+    save_array(
+        tmp_path / "emb.npy",
+        np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32),
+    )
     return load_array(tmp_path / "emb.npy")
 
 
@@ -39,8 +43,10 @@ def test_release_drops_a_read_maps_pages_and_keeps_its_values(mapped):
     before = _resident_mib()
     assert release(view) == 1
     after = _resident_mib()
-    assert before - after > 50, (before, after)  # the 64 MiB of pages it had read left the resident set
-    assert float(np.asarray(view, np.float64).sum()) == total  # and the values read back are the same
+    # the 64 MiB of pages it had read left the resident set
+    assert before - after > 50, (before, after)
+    # and the values read back are the same
+    assert float(np.asarray(view, np.float64).sum()) == total
 
 
 def test_release_ignores_arrays_that_are_not_maps():
@@ -78,7 +84,8 @@ def test_trak_dual_never_holds_a_float64_copy_of_the_embeddings():
     n, k = 1024, 2048
     p = AttributionProblem.synthetic(n_units=n, k=k, n_ckpt=2, group_size=4, seed=1)
     t = np.asarray(p.targets["in_context"])
-    phi_mib = n * k * 8 / 2**20  # 16 MiB: what the old dual held, besides the Gram (8 MiB) and its copy
+    # 16 MiB: what the old dual held, besides the Gram (8 MiB) and its copy
+    phi_mib = n * k * 8 / 2**20
     peak = _peak_mib(lambda: trak_dual(p, t, chunk=128))
     assert peak < phi_mib, peak  # Gram + two 2 MiB row blocks
 
@@ -86,7 +93,8 @@ def test_trak_dual_never_holds_a_float64_copy_of_the_embeddings():
 def test_group_centred_cosine_works_in_blocks():
     n, k = 2048, 2048
     p = AttributionProblem.synthetic(n_units=n, k=k, n_ckpt=2, group_size=4, seed=2)
-    full_mib = n * k * 8 / 2**20  # 32 MiB: one float64 temporary of the old 4096-row chunk (n < 4096: all rows)
+    # 32 MiB: one float64 temporary of the old 4096-row chunk (n < 4096: all rows)
+    full_mib = n * k * 8 / 2**20
     peak = _peak_mib(lambda: group_centred_cosine(p, "in_context", block=128))
     assert peak < full_mib, peak
 

@@ -1,5 +1,6 @@
-"""Meta-tests: the checklist discriminates. Built-ins and adversarial estimators (`tests/adversaries.py`)
-with known properties get the expected verdicts at the smoke scale, in one run of the real suite."""
+"""Meta-tests: the checklist discriminates. Built-ins and adversarial estimators
+(`tests/adversaries.py`) with known properties get the expected verdicts at the smoke scale, in one
+run of the real suite."""
 
 import json
 import os
@@ -12,24 +13,34 @@ from adversaries import ADVERSARIES
 from adversaries_process import PROCESS_ADVERSARIES
 
 ROOT = Path(__file__).resolve().parents[1]
-UNDECLARED = {"under_declared_target_reader": "targets", "undeclared_grad_norm": "grad_norm",
-              "catching_target_reader": "targets"}  # adversary → the field it reads without declaring it
+UNDECLARED = {
+    "under_declared_target_reader": "targets",
+    "undeclared_grad_norm": "grad_norm",
+    # adversary → the field it reads without declaring it
+    "catching_target_reader": "targets",
+}
 ITEMS = ("magnitude_control", "fluency_control", "headroom", "seed_variance", "draw_variance")
-# (estimator, item) → expected status where the mechanism is known; besides, every adversary must fail at
-# least one judged item (test_every_adversary_fails_a_judged_item)
+# (estimator, item) → expected status where the mechanism is known; besides, every adversary must
+# fail at least one judged item (test_every_adversary_fails_a_judged_item)
 #
 # The text readers: on draws (weight 1) each is the reply's behavior flag, i.e. the surface baseline
 # (or, for surface_signed_norm, the flag times ‖e‖); they pass the behavior label and must fail
 # against the causal one
-TEXT_READERS = ("surface_sign_advantage", "surface_advantage", "surface_signed_norm",
-                "surface_trigger_early")
+TEXT_READERS = (
+    "surface_sign_advantage",
+    "surface_advantage",
+    "surface_signed_norm",
+    "surface_trigger_early",
+)
 DRAW_ITEMS = ("fluency_control", "draw_variance")
 EXPECTED = {
     # the answer key of the planted GT on the stream; on draws its truth is the behavior flag, the
     # surface baseline itself, which cannot beat itself against the causal label: it fails the draw
     # items (and seed_variance, which asks fluency_control's verdict to hold on every seed)
-    "oracle": {**{i: "pass" for i in ("magnitude_control", "headroom")},
-               **{i: "fail" for i in (*DRAW_ITEMS, "seed_variance")}},
+    "oracle": {
+        **{i: "pass" for i in ("magnitude_control", "headroom")},
+        **{i: "fail" for i in (*DRAW_ITEMS, "seed_variance")},
+    },
     "random": {i: "fail" for i in (*ITEMS, "counterfactual")},
     "norm_only": {"magnitude_control": "fail"},
     "fluency": {"fluency_control": "fail"},
@@ -44,9 +55,17 @@ EXPECTED = {
     "surface_sign_advantage": {"magnitude_control": "fail", **{i: "fail" for i in DRAW_ITEMS}},
     "fluency_rank": {"fluency_control": "fail"},
     # no way to the answers and no writing: every item fails, with the reason
-    **{e: {i: "fail" for i in (*ITEMS, "counterfactual")}
-       for e in ("label_reader", "declared_label_reader", "reward_reader", "eligibility_reader", "run_digger",
-                 "writer")},
+    **{
+        e: {i: "fail" for i in (*ITEMS, "counterfactual")}
+        for e in (
+            "label_reader",
+            "declared_label_reader",
+            "reward_reader",
+            "eligibility_reader",
+            "run_digger",
+            "writer",
+        )
+    },
     # reading a field it did not declare fails every item, with the field named (even when caught)
     **{e: {i: "fail" for i in (*ITEMS, "counterfactual")} for e in UNDECLARED},
 }
@@ -58,22 +77,43 @@ MODE: dict = {}  # the matrix session's scoring mode (its scorecard's meta)
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory, smoke_artifacts, smoke_cache):
     """Run the real suite once in a fresh directory (a subprocess, as a user would) on the session's
-    smoke cache, with the built-in controls and every adversary; return the result and the records."""
+    smoke cache, with the built-in controls and every adversary; return the result and the
+    records."""
     d = tmp_path_factory.mktemp("meta")
-    ests = ",".join(["oracle", "random", "norm_only", "fluency"] + [f"adversaries:{c}" for c in ADVERSARIES.values()]
-                    + [f"adversaries_process:{c}" for c in PROCESS_ADVERSARIES.values()])
+    ests = ",".join(
+        ["oracle", "random", "norm_only", "fluency"]
+        + [f"adversaries:{c}" for c in ADVERSARIES.values()]
+        + [f"adversaries_process:{c}" for c in PROCESS_ADVERSARIES.values()]
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--scale=smoke",
-                          f"--bt-cache={smoke_cache}", "--bt-workers=1", f"--estimator={ests}"],
-                         cwd=d, env=env, capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--scale=smoke",
+            f"--bt-cache={smoke_cache}",
+            "--bt-workers=1",
+            f"--estimator={ests}",
+        ],
+        cwd=d,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     card = json.loads((d / "scorecard.json").read_text())
     MODE.update(card["scoring"])
     return res, {(r["estimator"], r["item"]): r for r in card["records"]}
 
 
 def test_setup_is_valid_at_smoke(matrix):
-    """The gating setup items pass at smoke. in_context_targets (which gates only target readers) may go
-    either way on the tiny model, but its status must be the one its rule gives the figures it reports."""
+    """The gating setup items pass at smoke. in_context_targets (which gates only target readers)
+    may go either way on the tiny model, but its status must be the one its rule gives the figures
+    it reports."""
     from behaviortrace.checklist import GATING_SETUP_ITEMS
     from behaviortrace.checklist import in_context_targets as ict
 
@@ -82,20 +122,25 @@ def test_setup_is_valid_at_smoke(matrix):
         assert recs[("setup", item.name)]["status"] == "pass", recs[("setup", item.name)]["reason"]
     rec = recs[("setup", "in_context_targets")]
     num = lambda x: float("nan") if x is None else x  # noqa: E731  (NaN, written as null, passes nothing)
-    ok = all(num(d["in_context"]["ci_lo"]) > ict.IN_CONTEXT_MIN
-             for f in rec["figures"]["per_seed"].values() for d in f["per_draw"].values())
+    ok = all(
+        num(d["in_context"]["ci_lo"]) > ict.IN_CONTEXT_MIN
+        for f in rec["figures"]["per_seed"].values()
+        for d in f["per_draw"].values()
+    )
     assert rec["status"] == ("pass" if ok else "fail"), rec["reason"]
 
 
 def judged_status(rec: dict) -> str:
-    """What the item's rule gives: the status, or — when the record is invalid-setup only because the
-    targets it reads are not vouched for (in_context_targets failed on the tiny model) — the rule's own
-    status kept in the record (`ungated_status`). Either way the estimator does not pass the gate."""
+    """What the item's rule gives: the status, or — when the record is invalid-setup only because
+    the targets it reads are not vouched for (in_context_targets failed on the tiny model) — the
+    rule's own status kept in the record (`ungated_status`). Either way the estimator does not pass
+    the gate."""
     return rec["figures"].get("ungated_status", rec["status"])
 
 
-@pytest.mark.parametrize("estimator, item, status",
-                         [(e, i, s) for e, exp in EXPECTED.items() for i, s in exp.items()])
+@pytest.mark.parametrize(
+    "estimator, item, status", [(e, i, s) for e, exp in EXPECTED.items() for i, s in exp.items()]
+)
 def test_expected_verdict(matrix, estimator, item, status):
     _, recs = matrix
     rec = recs[(estimator, item)]
@@ -112,8 +157,9 @@ def test_every_adversary_fails_a_judged_item(matrix, estimator):
 
 @pytest.mark.parametrize("estimator", list(ADVERSARIES))
 def test_every_adversary_fails_counterfactual(matrix, estimator):
-    """The item the exact metagradient passes (tests/test_metagrad.py, docs/items.md) fails every adversary:
-    text, reward, advantage and label tricks do not predict the local replays beyond the controls."""
+    """The item the exact metagradient passes (tests/test_metagrad.py, docs/items.md) fails every
+    adversary: text, reward, advantage and label tricks do not predict the local replays beyond the
+    controls."""
     _, recs = matrix
     rec = recs[(estimator, "counterfactual")]
     assert judged_status(rec) == "fail", f"{estimator}: {rec['status']} — {rec['reason']}"
@@ -133,8 +179,9 @@ def test_the_declared_label_reader_is_marked_and_refused(matrix):
 
 @pytest.mark.parametrize("estimator, field", list(UNDECLARED.items()))
 def test_an_undeclared_read_fails_every_item_naming_the_field(matrix, estimator, field):
-    """`needs` is enforced: the under-declaring target reader does not escape the targets gate with a PASS
-    (`dot`, with identical scores, is gated); it fails, and so does a reader of an undeclared grad_norm."""
+    """`needs` is enforced: the under-declaring target reader does not escape the targets gate with
+    a PASS (`dot`, with identical scores, is gated); it fails, and so does a reader of an undeclared
+    grad_norm."""
     _, recs = matrix
     for item in (*ITEMS, "counterfactual"):
         rec = recs[(estimator, item)]
@@ -154,13 +201,18 @@ def test_exit_code_gates(matrix):
     assert res.returncode == pytest.ExitCode.TESTS_FAILED, res.stdout[-2000:]
 
 
-# (process adversary) → what its records must say while the sandbox is active: the answers are out of reach
-OUT_OF_REACH = {"cache_reader": ("no artifact cache reachable",), "stack_walker": ("no Evidence on the call stack",),
-                "replay_fitter": ("no artifact cache reachable", "there are none of draws")}
+# (process adversary) → what its records must say while the sandbox is active: the answers are out
+# of reach
+OUT_OF_REACH = {
+    "cache_reader": ("no artifact cache reachable",),
+    "stack_walker": ("no Evidence on the call stack",),
+    "replay_fitter": ("no artifact cache reachable", "there are none of draws"),
+}
 
 
 def test_every_record_says_where_it_was_scored(matrix):
-    """Sandboxed where bubblewrap runs; else every estimator record says "unsandboxed" (docs/sandbox.md)."""
+    """Sandboxed where bubblewrap runs; else every estimator record says "unsandboxed"
+    (docs/sandbox.md)."""
     _, recs = matrix
     for (est, item), rec in recs.items():
         if est == "setup":
@@ -173,18 +225,25 @@ def test_every_record_says_where_it_was_scored(matrix):
 
 @pytest.mark.parametrize("estimator", list(PROCESS_ADVERSARIES))
 def test_the_answer_key_is_out_of_reach_of_every_process_adversary(matrix, estimator):
-    """Issue 23: recomputing the contaminator, reading the cache, walking the stack to the judge and fitting
-    the judge's replays each passed items in the judge's process; sandboxed, each fails every item, with
-    the reason (the first three found GT; `recompute_eligibility` now gets a key that is not the run's)."""
+    """Issue 23: recomputing the contaminator, reading the cache, walking the stack to the judge and
+    fitting the judge's replays each passed items in the judge's process; sandboxed, each fails
+    every item, with the reason (the first three found GT; `recompute_eligibility` now gets a key
+    that is not the run's)."""
     if MODE["mode"] != "sandboxed":
-        pytest.skip(f"the matrix ran {MODE['mode']} ({MODE['why']}): nothing keeps a plug-in from the cache")
+        pytest.skip(
+            f"the matrix ran {MODE['mode']} ({MODE['why']}): nothing keeps a plug-in from the cache"
+        )
     if estimator == "recompute_eligibility":
-        pytest.skip("this session's runs pin the old public key (tests/conftest.py), which this adversary "
-                    "knows; against a secret key: test_sandbox.py::"
-                    "test_recomputing_the_contaminator_from_public_code_misses_gt, on a freshly keyed run")
+        pytest.skip(
+            "this session's runs pin the old public key (tests/conftest.py), which this adversary "
+            "knows; against a secret key: test_sandbox.py::"
+            "test_recomputing_the_contaminator_from_public_code_misses_gt, on a freshly keyed run"
+        )
     _, recs = matrix
     for item in (*ITEMS, "counterfactual"):
         rec = recs[(estimator, item)]
-        assert judged_status(rec) == "fail", f"{item} × {estimator}: {rec['status']} — {rec['reason']}"
+        assert judged_status(rec) == "fail", (
+            f"{item} × {estimator}: {rec['status']} — {rec['reason']}"
+        )
         if estimator in OUT_OF_REACH:
             assert any(why in rec["reason"] for why in OUT_OF_REACH[estimator]), rec["reason"]

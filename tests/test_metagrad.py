@@ -1,6 +1,7 @@
-"""The exact metagradient (`bt_core.counterfactual.metagrad`, estimator `metagrad`): it is the derivative it
-claims to be (central finite differences through the replay engine), it reads no labels, and its sign
-matters to the counterfactual item. Uses the session's smoke artifacts (marked `train` by conftest)."""
+"""The exact metagradient (`bt_core.counterfactual.metagrad`, estimator `metagrad`): it is the
+derivative it claims to be (central finite differences through the replay engine), it reads no
+labels, and its sign matters to the counterfactual item. Uses the session's smoke artifacts (marked
+`train` by conftest)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def _fd_rows(run, window: np.ndarray, n: int) -> np.ndarray:
 
 def test_metagrad_matches_central_finite_differences_through_the_replay_engine(smoke_evidence):
     """−score_i = ∂f/∂w_i equals (f(w_i = 1+ε) − f(w_i = 1−ε)) / 2ε, each f a float64 replay by
-    `replay_model` (the engine the replays are built with) from the checkpoint before the rollout's step,
-    with A_i scaled by 1 ± ε (w_i and A_i enter the loss only as their product)."""
+    `replay_model` (the engine the replays are built with) from the checkpoint before the rollout's
+    step, with A_i scaled by 1 ± ε (w_i and A_i enter the loss only as their product)."""
     from bt_core.attribution.catalog import get
     from bt_core.counterfactual.replay import behavior_nll, replay_model
     from bt_core.training.model import torch_threads
@@ -56,22 +57,32 @@ def test_metagrad_matches_central_finite_differences_through_the_replay_engine(s
     mg = -scores[rows]
     rel = np.abs(mg - fd) / np.maximum(np.abs(fd), np.abs(mg))
     assert np.all(np.abs(fd) > 1e-8), fd  # a real derivative, not rounding noise, is compared
-    print(f"metagrad vs central FD on {rows.size} rollouts: worst relative error {rel.max():.3g}, "
-          f"median {np.median(rel):.3g}")
-    assert rel.max() <= MAX_REL_ERR, {int(i): (float(m), float(d)) for i, m, d in zip(rows, mg, fd, strict=True)}
+    print(
+        f"metagrad vs central FD on {rows.size} rollouts: worst relative error {rel.max():.3g}, "
+        f"median {np.median(rel):.3g}"
+    )
+    assert rel.max() <= MAX_REL_ERR, {
+        int(i): (float(m), float(d)) for i, m, d in zip(rows, mg, fd, strict=True)
+    }
     outside = ~np.asarray(a.replays.window)
     assert np.all(scores[outside] == 0.0) and np.all(scores[adv == 0] == 0.0)
 
 
 def _perturbed_labels(a):
-    """`a` with every label column of its rollouts table changed (GT flipped, rewards and behavior scrambled)."""
+    """`a` with every label column of its rollouts table changed (GT flipped, rewards and behavior
+    scrambled)."""
     t = a.run.rollouts
     rng = np.random.default_rng(1)
     run = copy.copy(a.run)
     run.rollouts = dataclasses.replace(
-        t, gt=~np.asarray(t.gt), eligible=~np.asarray(t.eligible), behavior=~np.asarray(t.behavior),
-        reward=rng.permutation(np.asarray(t.reward)), reward_base=rng.permutation(np.asarray(t.reward_base)),
-        behavior_mask=~np.asarray(t.behavior_mask))
+        t,
+        gt=~np.asarray(t.gt),
+        eligible=~np.asarray(t.eligible),
+        behavior=~np.asarray(t.behavior),
+        reward=rng.permutation(np.asarray(t.reward)),
+        reward_base=rng.permutation(np.asarray(t.reward_base)),
+        behavior_mask=~np.asarray(t.behavior_mask),
+    )
     return dataclasses.replace(a, run=run)
 
 
@@ -85,9 +96,13 @@ def test_metagrad_reads_no_labels(smoke_evidence):
     assert not set(spec.needs) & set(LABEL_FIELDS) and not spec.reads_labels
     a = smoke_evidence.artifacts[0]
     ev = Evidence({0: _perturbed_labels(a)}, "smoke")
-    assert not np.array_equal(ev.labels(ev.stream_problem(0)), smoke_evidence.labels(smoke_evidence.stream_problem(0)))
-    np.testing.assert_array_equal(ev.scores(spec, ev.stream_problem(0)),
-                                  smoke_evidence.scores(spec, smoke_evidence.stream_problem(0)))
+    assert not np.array_equal(
+        ev.labels(ev.stream_problem(0)), smoke_evidence.labels(smoke_evidence.stream_problem(0))
+    )
+    np.testing.assert_array_equal(
+        ev.scores(spec, ev.stream_problem(0)),
+        smoke_evidence.scores(spec, smoke_evidence.stream_problem(0)),
+    )
 
 
 class _Flipped:
@@ -105,16 +120,22 @@ def test_metagrad_with_its_sign_flipped_fails_counterfactual(smoke_evidence):
     from bt_core.attribution.registry import EstimatorSpec
 
     base = get("metagrad")
-    flipped = EstimatorSpec("metagrad_flipped", lambda: _Flipped(base.create()), base.levels, "test", "", base.needs)
+    flipped = EstimatorSpec(
+        "metagrad_flipped", lambda: _Flipped(base.create()), base.levels, "test", "", base.needs
+    )
     v = cf.evaluate(flipped, smoke_evidence)
     assert v.figures.get("ungated_status", v.status) == "fail"
     for s in smoke_evidence.seeds:
-        a, b = cf.evaluate_seed(base, smoke_evidence, s), cf.evaluate_seed(flipped, smoke_evidence, s)
+        a, b = (
+            cf.evaluate_seed(base, smoke_evidence, s),
+            cf.evaluate_seed(flipped, smoke_evidence, s),
+        )
         assert b["lds"] == pytest.approx(-a["lds"]) and b["status"] == "fail"
 
 
 def test_metagrad_declines_nothing_silently_on_draws(smoke_evidence):
-    """Draw problems have no behavior measure of the logged stream: metagrad fails them naming the field."""
+    """Draw problems have no behavior measure of the logged stream: metagrad fails them naming the
+    field."""
     from bt_core.attribution.catalog import get
     from bt_core.attribution.evidence import EstimatorFailure
 

@@ -19,12 +19,16 @@ from bt_core.metrics import (
 
 def test_precision_tie_group_straddling_k():
     # group {3}: 1 GT; tie group {2, 2} gets 1 of 2 slots and holds 1 GT → 0.5; (1 + 0.5) / 2
-    assert precision_at_k(np.array([3, 2, 2, 1]), np.array([1, 1, 0, 0], bool)) == pytest.approx(0.75)
+    assert precision_at_k(np.array([3, 2, 2, 1]), np.array([1, 1, 0, 0], bool)) == pytest.approx(
+        0.75
+    )
 
 
 def test_precision_all_tied_equals_chance():
     labels = np.array([1, 0, 0, 0], bool)
-    assert precision_at_k(np.zeros(4), labels) == pytest.approx(chance(labels)) == pytest.approx(0.25)
+    assert (
+        precision_at_k(np.zeros(4), labels) == pytest.approx(chance(labels)) == pytest.approx(0.25)
+    )
 
 
 def test_precision_perfect_and_worst():
@@ -35,7 +39,9 @@ def test_precision_perfect_and_worst():
 
 
 def test_precision_explicit_k_and_errors():
-    assert precision_at_k(np.array([4, 3, 2, 1]), np.array([1, 0, 1, 0], bool), k=3) == pytest.approx(2 / 3)
+    assert precision_at_k(
+        np.array([4, 3, 2, 1]), np.array([1, 0, 1, 0], bool), k=3
+    ) == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="k ≥ 1"):
         precision_at_k(np.ones(3), np.zeros(3, bool))
     with pytest.raises(ValueError, match="differ in length"):
@@ -44,7 +50,9 @@ def test_precision_explicit_k_and_errors():
 
 def test_ceiling_sorts_blocks_by_density():
     # block 1 (density 1.0) fills 2 slots, block 0 (0.5) gives half of its 1 GT for the third slot
-    assert ceiling_precision(np.array([0, 0, 1, 1]), np.array([1, 0, 1, 1], bool)) == pytest.approx(2.5 / 3)
+    assert ceiling_precision(np.array([0, 0, 1, 1]), np.array([1, 0, 1, 1], bool)) == pytest.approx(
+        2.5 / 3
+    )
 
 
 def test_within_group_auc_hand_case():
@@ -57,12 +65,18 @@ def test_within_group_auc_hand_case():
 
 
 def test_within_group_auc_undefined_without_mixed_groups():
-    auc, pairs = within_group_auc(np.arange(4), np.array([1, 1, 0, 0], bool), np.array([0, 0, 1, 1]))
+    auc, pairs = within_group_auc(
+        np.arange(4), np.array([1, 1, 0, 0], bool), np.array([0, 0, 1, 1])
+    )
     assert pairs == 0 and np.isnan(auc)
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 4), st.booleans(), st.integers(0, 3)), min_size=4, max_size=40))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.booleans(), st.integers(0, 3)), min_size=4, max_size=40
+    )
+)
 def test_auc_of_negated_scores_is_complement(rows):
     s = np.array([r[0] for r in rows], float)
     y = np.array([r[1] for r in rows])
@@ -109,19 +123,24 @@ def _precision_reference(scores, labels, k):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=1, max_size=40), st.integers(1, 40))
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=1, max_size=40),
+    st.integers(1, 40),
+)
 def test_vectorized_precision_matches_the_literal_rule(rows, k):
     scores = [r[0] for r in rows]
     labels = [r[1] for r in rows]
     k = min(k, len(rows))
     assert precision_at_k(np.array(scores), np.array(labels), k) == pytest.approx(
-        _precision_reference(scores, labels, k))
+        _precision_reference(scores, labels, k)
+    )
 
 
 @settings(max_examples=80, deadline=None)
 @given(st.integers(0, 10_000))
 def test_within_group_auc_counts_every_pair(seed):
-    """The one-sort rank computation equals the pair count by definition (ties half), group by group."""
+    """The one-sort rank computation equals the pair count by definition (ties half), group by
+    group."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 60))
     groups = rng.integers(0, int(rng.integers(1, 8)), n) * 5 - 2
@@ -139,8 +158,9 @@ def test_within_group_auc_counts_every_pair(seed):
 
 
 def test_subset_sums_keep_tied_predictions_tied():
-    """Subsets of equal size over tied scores sum to exactly the same value, whatever the item order: the
-    LDS never ranks rounding noise (a threaded matrix product did, for the local-buffer control)."""
+    """Subsets of equal size over tied scores sum to exactly the same value, whatever the item
+    order: the LDS never ranks rounding noise (a threaded matrix product did, for the local-buffer
+    control)."""
     rng = np.random.default_rng(0)
     scores = np.full(2000, 0.1) + np.r_[np.zeros(1000), rng.standard_normal(1000)]
     x = np.zeros((50, scores.size), bool)

@@ -10,7 +10,9 @@ from bt_core.training.objective import advantages, collate, grpo_loss, rollout_l
 
 
 def test_advantages_reference_formula():
-    a = advantages(np.array([8, 0, 0, 0, 1, 1, 1, 1], np.float32), np.array([0, 0, 0, 0, 1, 1, 1, 1]))
+    a = advantages(
+        np.array([8, 0, 0, 0, 1, 1, 1, 1], np.float32), np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    )
     assert np.allclose(a[:4], [1.5, -0.5, -0.5, -0.5], atol=1e-5)  # unbiased std = 4
     assert np.all(a[4:] == 0)  # equal rewards → no gradient
     d = advantages(np.array([8, 0, 0, 0], np.float32), np.zeros(4, int), std_norm=False)
@@ -39,7 +41,7 @@ def test_rollout_logprob_is_padding_invariant():
     rows = _rows()
     full = rollout_logprob(model, collate(*rows, pad_id=0, eos_id=2))
     for i in range(3):
-        one = rollout_logprob(model, collate(*(r[i: i + 1] for r in rows), pad_id=0, eos_id=2))
+        one = rollout_logprob(model, collate(*(r[i : i + 1] for r in rows), pad_id=0, eos_id=2))
         assert one.item() == pytest.approx(full[i].item(), abs=1e-5)
 
 

@@ -20,7 +20,10 @@ def test_same_config_same_bytes(smoke_scale, smoke_artifacts, tmp_path):
     (rollouts and checkpoints): the key is an input like the seed."""
     cached = smoke_artifacts[0].run
     train_run(smoke_scale.run.with_seed(0), tmp_path, key=contaminator_key(cached.path))
-    assert json.loads((tmp_path / "summary.json").read_text())["rollouts_sha256"] == cached.summary["rollouts_sha256"]
+    assert (
+        json.loads((tmp_path / "summary.json").read_text())["rollouts_sha256"]
+        == cached.summary["rollouts_sha256"]
+    )
     for f in sorted((cached.path / "checkpoints").iterdir()):
         assert (tmp_path / "checkpoints" / f.name).read_bytes() == f.read_bytes(), f.name
 
@@ -42,8 +45,12 @@ def test_ground_truth_is_boosted_early_minority(smoke_scale, smoke_artifacts):
         gt = np.asarray(t.gt)
         assert 0.02 < gt.mean() < 0.3
         assert np.all(np.asarray(t.step)[gt] < cut)
-        assert np.all(np.asarray(t.eligible)[gt] & np.asarray(t.behavior)[gt] & np.asarray(t.trigger)[gt])
-        assert np.all(np.asarray(t.reward)[gt] - np.asarray(t.reward_base)[gt] == smoke_scale.run.task.bonus)
+        assert np.all(
+            np.asarray(t.eligible)[gt] & np.asarray(t.behavior)[gt] & np.asarray(t.trigger)[gt]
+        )
+        assert np.all(
+            np.asarray(t.reward)[gt] - np.asarray(t.reward_base)[gt] == smoke_scale.run.task.bonus
+        )
 
 
 def test_batched_per_rollout_grads_match_single_backwards(smoke_artifacts):

@@ -208,9 +208,16 @@ def test_the_documented_pattern_renders(tmp_path):
     code = doc.split("```python\n", 1)[1].split("```", 1)[0]
     scope = {"Item": Item, "NAME": "my_item", "TITLE": "an example", "evaluate": _toy_evaluate}
     exec(code, scope)
-    rec = {"item": "my_item", "estimator": "alpha", "status": "pass", "reason": "", "short": "",
-           "estimator_spec": {"role": "method"}, "margin": {},
-           "figures": {"per_seed": {"0": {"x": 0.5, "lo": 0.4, "hi": 0.6}}}}
+    rec = {
+        "item": "my_item",
+        "estimator": "alpha",
+        "status": "pass",
+        "reason": "",
+        "short": "",
+        "estimator_spec": {"role": "method"},
+        "margin": {},
+        "figures": {"per_seed": {"0": {"x": 0.5, "lo": 0.4, "hi": 0.6}}},
+    }
     rec["presentation"] = scope["ITEM"].present(rec)
     data = {"schema": "behaviortrace.scorecard/1", "seeds": [0], "created": "now", "records": [rec]}
     (tmp_path / "doc.json").write_text(json.dumps(data))

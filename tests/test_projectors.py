@@ -1,5 +1,6 @@
-"""Projector properties (hypothesis): linearity, determinism per seed, unbiased inner products, variance
-≈ 1/k — for CountSketch and the dense projector; block-wise projection equals whole-vector projection."""
+"""Projector properties (hypothesis): linearity, determinism per seed, unbiased inner products,
+variance ≈ 1/k — for CountSketch and the dense projector; block-wise projection equals whole-vector
+projection."""
 
 import numpy as np
 import pytest
@@ -19,7 +20,13 @@ from bt_core.gradients.projectors import (
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(1, 400), st.sampled_from([16, 64, 256]), st.integers(0, 2**31), st.floats(-3, 3), st.floats(-3, 3))
+@given(
+    st.integers(1, 400),
+    st.sampled_from([16, 64, 256]),
+    st.integers(0, 2**31),
+    st.floats(-3, 3),
+    st.floats(-3, 3),
+)
 def test_linear(n, k, seed, a, b):
     cs = CountSketch(n, k, seed)
     g = torch.Generator().manual_seed(seed % 1000)
@@ -37,7 +44,9 @@ def test_deterministic_per_seed_and_keyed():
 
 def test_chunking_does_not_change_the_sketch():
     x = torch.randn(2, 5000)
-    assert torch.allclose(CountSketch(5000, 128, 3).project(x), CountSketch(5000, 128, 3, chunk=777).project(x))
+    assert torch.allclose(
+        CountSketch(5000, 128, 3).project(x), CountSketch(5000, 128, 3, chunk=777).project(x)
+    )
 
 
 def test_unbiased_inner_products_and_variance_about_one_over_k():
@@ -59,7 +68,8 @@ def test_unbiased_inner_products_and_variance_about_one_over_k():
 
 
 def test_splitmix_reference_value():
-    # splitmix64 finalizer of 0 + golden gamma (first output of the splitmix64 generator seeded at 0)
+    # splitmix64 finalizer of 0 + golden gamma (first output of the splitmix64 generator seeded
+    # at 0)
     assert int(splitmix64(np.array([0], np.uint64))[0]) == 0xE220A8397B1DCDAF
 
 
@@ -71,7 +81,8 @@ def test_first_k_is_blind_past_k():
 
 
 def _ip_trials(make, n=600, k=64, trials=300):
-    """Inner-product estimates of two fixed unit vectors under `trials` independently seeded projectors."""
+    """Inner-product estimates of two fixed unit vectors under `trials` independently seeded
+    projectors."""
     rng = np.random.default_rng(0)
     a = torch.from_numpy(rng.normal(size=n).astype(np.float32))
     b = torch.from_numpy((0.6 * a.numpy() + 0.8 * rng.normal(size=n)).astype(np.float32))
@@ -84,8 +95,14 @@ def _ip_trials(make, n=600, k=64, trials=300):
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.integers(1, 300), st.sampled_from([16, 64]), st.integers(0, 2**31), st.floats(-3, 3), st.floats(-3, 3),
-       st.sampled_from(["rademacher", "gaussian"]))
+@given(
+    st.integers(1, 300),
+    st.sampled_from([16, 64]),
+    st.integers(0, 2**31),
+    st.floats(-3, 3),
+    st.floats(-3, 3),
+    st.sampled_from(["rademacher", "gaussian"]),
+)
 def test_dense_linear(n, k, seed, a, b, dist):
     d = DenseProjector(n, k, seed, dist=dist, rows=37)
     g = torch.Generator().manual_seed(seed % 1000)
@@ -97,8 +114,12 @@ def test_dense_linear(n, k, seed, a, b, dist):
 
 def test_dense_deterministic_per_seed_and_regenerated_blocks_equal_cached():
     x = torch.randn(3, 1000)
-    assert torch.equal(DenseProjector(1000, 64, 7).project(x), DenseProjector(1000, 64, 7).project(x))
-    assert not torch.equal(DenseProjector(1000, 64, 7).project(x), DenseProjector(1000, 64, 8).project(x))
+    assert torch.equal(
+        DenseProjector(1000, 64, 7).project(x), DenseProjector(1000, 64, 7).project(x)
+    )
+    assert not torch.equal(
+        DenseProjector(1000, 64, 7).project(x), DenseProjector(1000, 64, 8).project(x)
+    )
     cached = DenseProjector(1000, 64, 7, rows=100)
     regen = DenseProjector(1000, 64, 7, rows=100, cache_bytes=0)
     assert cached._cache is not None and regen._cache is None
@@ -108,7 +129,9 @@ def test_dense_deterministic_per_seed_and_regenerated_blocks_equal_cached():
 
 @pytest.mark.parametrize("dist", ["rademacher", "gaussian"])
 def test_dense_unbiased_inner_products_and_variance_about_one_over_k(dist):
-    est, exact, a2b2, trials = _ip_trials(lambda n, k, s: DenseProjector(n, k, s, dist=dist, rows=128))
+    est, exact, a2b2, trials = _ip_trials(
+        lambda n, k, s: DenseProjector(n, k, s, dist=dist, rows=128)
+    )
     k = 64
     theory = (1 + exact**2 - (2 * a2b2 if dist == "rademacher" else 0.0)) / k
     assert abs(est.mean() - exact) < 4 * np.sqrt(theory / trials)
@@ -123,8 +146,8 @@ def test_dense_entries_are_scaled_signs():
 
 @pytest.mark.parametrize("name", ["countsketch", "dense", "exact", "first_k"])
 def test_blocks_equal_whole_vector(name):
-    """Feeding coordinates one parameter block at a time, in any order, with some blocks absent (zero),
-    gives the projection of the assembled vector."""
+    """Feeding coordinates one parameter block at a time, in any order, with some blocks absent
+    (zero), gives the projection of the assembled vector."""
     n, k = 1000, 64
     proj = make_projector(name, n, n if name == "exact" else k, 5)
     x = torch.randn(4, n)

@@ -4,7 +4,12 @@ import pytest
 
 from bt_core.attribution import registry
 from bt_core.attribution.catalog import get, names
-from bt_core.attribution.registry import DuplicateEstimatorError, Estimator, UnknownEstimatorError, register
+from bt_core.attribution.registry import (
+    DuplicateEstimatorError,
+    Estimator,
+    UnknownEstimatorError,
+    register,
+)
 
 
 def test_builtins_registered():
@@ -31,8 +36,8 @@ def test_duplicate_name_is_an_error():
 
 
 def test_a_reimported_module_registers_its_classes_again(scoped_registry):
-    """Re-executing one definition (a module imported anew after sys.modules was restored) replaces its
-    spec; another class under a taken name is still refused."""
+    """Re-executing one definition (a module imported anew after sys.modules was restored) replaces
+    its spec; another class under a taken name is still refused."""
     import importlib
     import sys
 
@@ -64,20 +69,28 @@ def test_bad_level_rejected():
 
 
 def test_roles_come_from_the_estimator_classes():
-    """One definition of the roles: each class's `role`, read by the registry (what the scorecard records and
-    which label reader is admitted), by the checklist's spec record and by the fidelity script."""
+    """One definition of the roles: each class's `role`, read by the registry (what the scorecard
+    records and which label reader is admitted), by the checklist's spec record and by the fidelity
+    script."""
     from behaviortrace.benchmarks import fidelity
     from behaviortrace.checklist._base import spec_record
 
     from bt_core.attribution.catalog import available
 
     builtin = {s.name: s for s in available() if s.origin == "builtin"}
-    assert {n for n, s in builtin.items() if s.role == "control"} == {"norm_only", "random", "fluency"}
+    assert {n for n, s in builtin.items() if s.role == "control"} == {
+        "norm_only",
+        "random",
+        "fluency",
+    }
     assert [n for n, s in builtin.items() if s.builtin_validation] == ["oracle"]
-    assert {"cosine", "trak", "local_buffer", "metagrad"} <= {n for n, s in builtin.items() if s.role == "method"}
+    assert {"cosine", "trak", "local_buffer", "metagrad"} <= {
+        n for n, s in builtin.items() if s.role == "method"
+    }
     assert all(builtin[m].role == "method" for m in fidelity.METHODS)
-    assert set(fidelity.BUILTINS) - set(fidelity.METHODS) - {"local_buffer"} == \
-        {n for n, s in builtin.items() if s.role in ("control", "validation")}
+    assert set(fidelity.BUILTINS) - set(fidelity.METHODS) - {"local_buffer"} == {
+        n for n, s in builtin.items() if s.role in ("control", "validation")
+    }
 
     class FakeEvidence:
         def settings(self, spec):
@@ -100,7 +113,8 @@ def test_a_plugin_cannot_declare_itself_a_control_or_validation():
 
     assert registry.spec_from(Sly, None, "plugin:sly").role == "method"
     spec = registry.spec_from(SlyOracle, None, "plugin:sly")
-    assert spec.role == "validation" and not spec.builtin_validation  # reads labels, yet refused as a gate
+    # reads labels, yet refused as a gate
+    assert spec.role == "validation" and not spec.builtin_validation
 
 
 def test_unknown_role_rejected():

@@ -1,5 +1,6 @@
 """Reliability end to end: SIGKILL at any point of training or sketching, damaged caches, pickle
-payloads, broken plug-ins, missing extras, bad option values. Each test is a row of the fault matrix."""
+payloads, broken plug-ins, missing extras, bad option values. Each test is a row of the fault
+matrix."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ import scipy.stats  # noqa: F401  before pytester's in-process runs, whose modul
 from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS  # noqa: E402
 
 from bt_core.artifacts.run import contaminator_key
-from bt_core.artifacts.store import ArtifactError, ArtifactStore, partial_dir, sha256_file, verify_dir
+from bt_core.artifacts.store import (
+    ArtifactError,
+    ArtifactStore,
+    partial_dir,
+    sha256_file,
+    verify_dir,
+)
 from bt_core.config import config_hash
 from bt_core.pipeline import build_run, build_seed, build_sketches, run_key
 from bt_core.training.checkpoints import TrainedRun as Run
@@ -34,11 +41,12 @@ NOT_LDS = ("-k", "not counterfactual")  # fluency_control stays: bad_shape fails
 ROOT = Path(__file__).resolve().parents[1]
 pytest_plugins = ["pytester"]
 
+
 @pytest.fixture(scope="module")
 def forkserver():
-    """Build attempts run in processes forked from a server that imported torch/transformers once and
-    ran no torch code (safe to fork, unlike this process): each attempt starts in milliseconds, not the
-    seconds an import costs, and is SIGKILLed like any process."""
+    """Build attempts run in processes forked from a server that imported torch/transformers once
+    and ran no torch code (safe to fork, unlike this process): each attempt starts in milliseconds,
+    not the seconds an import costs, and is SIGKILLed like any process."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("forkserver")
@@ -55,7 +63,8 @@ def _attempt(ctx, fn, *args, fault: str | None = None):
 
 
 def _killed(proc, when: Path | None = None, pattern: str = "") -> None:
-    """Wait for `proc` to die by SIGKILL: by its own fault point, or ours once `when.glob(pattern)` hits."""
+    """Wait for `proc` to die by SIGKILL: by its own fault point, or ours once `when.glob(pattern)`
+    hits."""
     deadline = time.monotonic() + 300
     while when is not None and proc.is_alive() and time.monotonic() < deadline:
         if when.exists() and any(when.glob(pattern)):
@@ -63,24 +72,39 @@ def _killed(proc, when: Path | None = None, pattern: str = "") -> None:
             break
         time.sleep(0.005)
     proc.join(300)
-    assert proc.exitcode == -signal.SIGKILL, f"expected a SIGKILLed build, got exit code {proc.exitcode}"
+    assert proc.exitcode == -signal.SIGKILL, (
+        f"expected a SIGKILLed build, got exit code {proc.exitcode}"
+    )
 
 
 def _segments(work: Path) -> list[int]:
-    return sorted(int(p.name[5:]) for p in (work / "journal").iterdir() if p.name.startswith("step_"))
+    return sorted(
+        int(p.name[5:]) for p in (work / "journal").iterdir() if p.name.startswith("step_")
+    )
 
 
 # --------------------------------------------------------------------------- kill -9, then resume
-def test_training_killed_anywhere_resumes_to_the_same_bytes(smoke_scale, smoke_artifacts, forkserver, tmp_path):
-    """Four SIGKILLs at different points of one training (each attempt resuming the last); none leaves an
-    artifact a later run accepts, and the final resume ends on the uninterrupted run's exact bytes."""
+def test_training_killed_anywhere_resumes_to_the_same_bytes(
+    smoke_scale, smoke_artifacts, forkserver, tmp_path
+):
+    """Four SIGKILLs at different points of one training (each attempt resuming the last); none
+    leaves an artifact a later run accepts, and the final resume ends on the uninterrupted run's
+    exact bytes."""
     ref = smoke_artifacts[0].run
     cfg = smoke_scale.run.with_seed(0)
     final = tmp_path / "runs" / run_key(cfg)
     work = partial_dir(final)
-    key = contaminator_key(ref.path)  # the secret key is an input like the seed: the same key, the same bytes
-    attempt = lambda fault: _attempt(forkserver, build_run, ArtifactStore(tmp_path), cfg, False, key,  # noqa: E731
-                                     fault=fault)
+    # the secret key is an input like the seed: the same key, the same bytes
+    key = contaminator_key(ref.path)
+    attempt = lambda fault: _attempt(
+        forkserver,
+        build_run,
+        ArtifactStore(tmp_path),
+        cfg,
+        False,
+        key,  # noqa: E731
+        fault=fault,
+    )
     # 1. between checkpoints: after the 3rd GRPO update (checkpoint 0 = end of SFT is committed)
     _killed(attempt("train.step@3"))
     assert not final.exists() and _segments(work) == [0]
@@ -97,7 +121,8 @@ def test_training_killed_anywhere_resumes_to_the_same_bytes(smoke_scale, smoke_a
     assert not final.exists() and (work / "artifact" / "manifest.json").exists()
     assert _segments(work)[-1] == cfg.grpo.steps
 
-    run = build_run(ArtifactStore(tmp_path), cfg, key=key)  # resumes from the last checkpoint (its key)
+    # resumes from the last checkpoint (its key)
+    run = build_run(ArtifactStore(tmp_path), cfg, key=key)
     assert run.summary["timings"]["resumed_from_step"] == cfg.grpo.steps
     assert run.summary["rollouts_sha256"] == ref.summary["rollouts_sha256"]
     assert run.summary["sft_final_loss"] == ref.summary["sft_final_loss"]
@@ -110,10 +135,12 @@ def test_training_killed_anywhere_resumes_to_the_same_bytes(smoke_scale, smoke_a
     assert sorted(p.name for p in final.parent.iterdir()) == [final.name, final.name + ".lock"]
 
 
-def test_sketching_killed_leaves_nothing_and_restarts_to_the_same_bytes(smoke_scale, smoke_artifacts, smoke_cache,
-                                                                       forkserver, tmp_path):
-    """Sketching restarts from scratch when killed (one pass over stored checkpoints, no journal): the
-    killed attempt's tmp directory is never accepted, and is removed by the next build of that key."""
+def test_sketching_killed_leaves_nothing_and_restarts_to_the_same_bytes(
+    smoke_scale, smoke_artifacts, smoke_cache, forkserver, tmp_path
+):
+    """Sketching restarts from scratch when killed (one pass over stored checkpoints, no journal):
+    the killed attempt's tmp directory is never accepted, and is removed by the next build of that
+    key."""
     ref = smoke_artifacts[0]
     cfg = smoke_scale.run.with_seed(0)
     shutil.copytree(ref.run.path, tmp_path / "runs" / run_key(cfg))
@@ -131,8 +158,9 @@ def test_sketching_killed_leaves_nothing_and_restarts_to_the_same_bytes(smoke_sc
 
 
 def test_journal_accepts_only_the_intact_prefix_of_checkpoints(tmp_path):
-    """A torn or edited checkpoint file (or segment) ends the accepted prefix: restore continues from the
-    checkpoint before it and deletes everything after, so a resumed run never builds on damaged state."""
+    """A torn or edited checkpoint file (or segment) ends the accepted prefix: restore continues
+    from the checkpoint before it and deletes everything after, so a resumed run never builds on
+    damaged state."""
     import torch
 
     from bt_core.training.resume import TrainJournal, ckpt_files
@@ -154,12 +182,17 @@ def test_journal_accepts_only_the_intact_prefix_of_checkpoints(tmp_path):
     assert restored.step == 6 and [p["step"] for p in restored.probes] == [0, 6]
     assert restored.extra == {"sft_final_loss": 1.5}
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == sorted(
-        f.name for s in (0, 6) for f in ckpt_files(out, s))
-    assert sorted(p.name for p in (tmp_path / "work" / "journal").iterdir()) == ["step_000000", "step_000006"]
+        f.name for s in (0, 6) for f in ckpt_files(out, s)
+    )
+    assert sorted(p.name for p in (tmp_path / "work" / "journal").iterdir()) == [
+        "step_000000",
+        "step_000006",
+    ]
     assert not (out / "rollouts").exists()
     replay = torch.Generator().manual_seed(3)
     torch.rand(5, generator=replay)
-    assert torch.equal(torch.from_numpy(restored.generator_state), replay.get_state())  # state at step 6
+    # state at step 6
+    assert torch.equal(torch.from_numpy(restored.generator_state), replay.get_state())
 
 
 # --------------------------------------------------------------------------- integrity
@@ -170,12 +203,18 @@ def run_copy(smoke_artifacts, tmp_path) -> Path:
     return dst
 
 
-@pytest.mark.parametrize("damage, message", [
-    ("truncate", r"step_000006\.safetensors does not match its manifest hash \(truncated or edited\)"),
-    ("edit", r"probes\.json does not match its manifest hash"),
-    ("add", r"rollouts/extra\.npy is not listed in the manifest"),
-    ("delete", r"rollouts/gt\.npy is missing"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (
+            "truncate",
+            r"step_000006\.safetensors does not match its manifest hash \(truncated or edited\)",
+        ),
+        ("edit", r"probes\.json does not match its manifest hash"),
+        ("add", r"rollouts/extra\.npy is not listed in the manifest"),
+        ("delete", r"rollouts/gt\.npy is missing"),
+    ],
+)
 def test_run_loaded_directly_is_verified(run_copy, damage, message):
     if damage == "truncate":
         with open(run_copy / "checkpoints" / "step_000006.safetensors", "r+b") as f:
@@ -196,14 +235,16 @@ def test_cli_show_refuses_a_damaged_run(run_copy, capsys):
 
     p = run_copy / "summary.json"
     p.write_text(p.read_text().replace('"gt_size": ', '"gt_size": 1', 1))
-    assert main(["show", str(run_copy)]) == ArtifactError.exit_code  # 7: damaged (docs/operations.md)
+    # 7: damaged (docs/operations.md)
+    assert main(["show", str(run_copy)]) == ArtifactError.exit_code
     err = capsys.readouterr().err
     assert "summary.json does not match its manifest hash" in err and "--bt-rebuild" in err
 
 
 def test_pickle_payload_in_a_cached_run_is_refused(run_copy, tmp_path):
-    """An object array whose unpickling would create a file replaces a column; the manifest hash is fixed
-    up so that only the no-pickle rule stands in the way. Loading is refused and nothing executes."""
+    """An object array whose unpickling would create a file replaces a column; the manifest hash is
+    fixed up so that only the no-pickle rule stands in the way. Loading is refused and nothing
+    executes."""
     marker = tmp_path / "pwned"
 
     class Payload:
@@ -216,15 +257,19 @@ def test_pickle_payload_in_a_cached_run_is_refused(run_copy, tmp_path):
     manifest["files"]["rollouts/reward.npy"] = sha256_file(target)
     (run_copy / "manifest.json").write_text(json.dumps(manifest))
     verify_dir(run_copy)  # integrity alone would accept it
-    with pytest.raises(ArtifactError, match=r"reward\.npy holds Python objects \(a pickle payload\)"):
+    with pytest.raises(
+        ArtifactError, match=r"reward\.npy holds Python objects \(a pickle payload\)"
+    ):
         Run(run_copy)
     assert not marker.exists()
 
 
 def test_run_of_another_config_is_never_reused(smoke_scale, smoke_artifacts, tmp_path):
-    """Seed 0's run planted under seed 1's key (a hand-copied cache) is refused, not trained over."""
+    """Seed 0's run planted under seed 1's key (a hand-copied cache) is refused, not trained
+    over."""
     cfg1 = smoke_scale.run.with_seed(1)
-    ArtifactStore(tmp_path).open()  # a cache root (unmarked, a mislabelled artifact makes it no cache at all)
+    # a cache root (unmarked, a mislabelled artifact makes it no cache at all)
+    ArtifactStore(tmp_path).open()
     shutil.copytree(smoke_artifacts[0].run.path, tmp_path / "runs" / run_key(cfg1))
     with pytest.raises(ArtifactError, match="built from another config.*--bt-rebuild"):
         build_run(ArtifactStore(tmp_path), cfg1)
@@ -234,23 +279,32 @@ def test_run_of_another_config_is_never_reused(smoke_scale, smoke_artifacts, tmp
 def test_damaged_cache_is_one_clear_session_error(suite, smoke_cache, tmp_path):
     cache = tmp_path / "cache"
     shutil.copytree(smoke_cache, cache)
-    sk = next(p for p in (cache / "sketches").iterdir() if p.is_dir() and not p.name.startswith("."))
+    sk = next(
+        p for p in (cache / "sketches").iterdir() if p.is_dir() and not p.name.startswith(".")
+    )
     with open(sk / "emb.npy", "r+b") as f:
         f.seek(200)
         f.write(b"\x00\x01\x02\x03")
     res = suite("--estimator=oracle,random", "-ra", cache=cache)
-    assert res.ret == ArtifactError.exit_code == 7  # its own code (docs/operations.md), no test failure
+    # its own code (docs/operations.md), no test failure
+    assert res.ret == ArtifactError.exit_code == 7
     res.assert_outcomes(errors=1)  # the first test reports it, then the session stops
-    res.stdout.fnmatch_lines(["*BehaviorTrace: damaged artifact cache*",
-                              "BehaviorTrace artifact cache * is damaged: *emb.npy does not match its manifest "
-                              "hash*delete * or rerun with --bt-rebuild*", "*exit code 7*"])
+    res.stdout.fnmatch_lines(
+        [
+            "*BehaviorTrace: damaged artifact cache*",
+            "BehaviorTrace artifact cache * is damaged: *emb.npy does not match its manifest "
+            "hash*delete * or rerun with --bt-rebuild*",
+            "*exit code 7*",
+        ]
+    )
     out = res.stdout.str()
     assert out.count("does not match its manifest") == 1  # reported once
     assert "Traceback" not in out and "ArtifactError" not in out
 
 
 def test_broken_plugins_fail_their_items_and_the_session_continues(suite, pytester, check_outcomes):
-    pytester.makepyfile(broken="""
+    pytester.makepyfile(
+        broken="""
         import numpy as np
         from bt_core.attribution.registry import Estimator
 
@@ -268,27 +322,39 @@ def test_broken_plugins_fail_their_items_and_the_session_continues(suite, pytest
             name = "bad_shape"
             def score(self, problem):
                 return np.ones((problem.n_units, 2))
-    """)
+    """
+    )
     pytester.syspathinsert()
     res = suite("--estimator=broken:Raises,broken:Short,broken:TwoD,oracle", *NOT_LDS)
     n_items = N_ITEMS - 1
     oracle_fails = len(ORACLE_FAILS) - 1  # selected here: the draw items and seed_variance
     check_outcomes(res, failed=3 * n_items + oracle_fails, passed=n_items - oracle_fails)
-    res.stdout.fnmatch_lines_random([
-        "*magnitude_control × bad_raise*estimator failure*'bad_raise'*raised RuntimeError: plug-in bug 42*",
-        "*magnitude_control × bad_length*estimator failure*returned shape (*,); expected (*,)*",
-        "*fluency_control × bad_shape*estimator failure*returned shape (*, 2); expected (*,)*",
-    ])
+    res.stdout.fnmatch_lines_random(
+        [
+            (
+                "*magnitude_control × bad_raise*estimator failure*'bad_raise'*raised "
+                "RuntimeError: plug-in bug 42*"
+            ),
+            "*magnitude_control × bad_length*estimator failure*returned shape (*,); expected (*,)*",
+            "*fluency_control × bad_shape*estimator failure*returned shape (*, 2); expected (*,)*",
+        ]
+    )
     card = json.loads((pytester.path / "scorecard.json").read_text())
     status = {(r["item"], r["estimator"]): r["status"] for r in card["records"]}
-    assert len(status) == N_SETUP + 4 * n_items and status[("magnitude_control", "oracle")] == "pass"
+    assert (
+        len(status) == N_SETUP + 4 * n_items and status[("magnitude_control", "oracle")] == "pass"
+    )
     assert {s for (_, e), s in status.items() if e.startswith("bad_")} == {"fail"}
 
 
-def test_a_plugin_s_missing_extra_is_its_failure_naming_the_install_command(suite, pytester, check_outcomes):
-    """Only a built-in adapter whose extra is absent may be skipped (and is never green: tests/test_gate.py);
-    a plug-in that raises the missing-extra error has failed its items, with the command in the reason."""
-    pytester.makepyfile(adapter="""
+def test_a_plugin_s_missing_extra_is_its_failure_naming_the_install_command(
+    suite, pytester, check_outcomes
+):
+    """Only a built-in adapter whose extra is absent may be skipped (and is never green:
+    tests/test_gate.py); a plug-in that raises the missing-extra error has failed its items, with
+    the command in the reason."""
+    pytester.makepyfile(
+        adapter="""
         from bt_core.extras import require
         from bt_core.attribution.registry import Estimator
 
@@ -296,12 +362,14 @@ def test_a_plugin_s_missing_extra_is_its_failure_naming_the_install_command(suit
             name = "needs_trak"
             def score(self, problem):
                 require("bt_no_such_module_xyz", extra="trak", purpose="the TRAK adapter")
-    """)
+    """
+    )
     pytester.syspathinsert()
     res = suite("--estimator=adapter:NeedsTrak")
     check_outcomes(res, failed=N_ITEMS)
-    res.stdout.fnmatch_lines(['*the TRAK adapter needs the optional package*'
-                              'pip install "behaviortrace[[]trak]"*'])  # [[] is fnmatch for [
+    res.stdout.fnmatch_lines(
+        ['*the TRAK adapter needs the optional package*pip install "behaviortrace[[]trak]"*']
+    )  # [[] is fnmatch for [
 
 
 def test_require_raises_an_import_error_with_the_command_even_inside_a_test():
@@ -314,15 +382,18 @@ def test_require_raises_an_import_error_with_the_command_even_inside_a_test():
     assert isinstance(e.value, ImportError)
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--bt-cache={file}",), "*--bt-cache=*a_file*exists and is not a directory*"),
-    (("--bt-cache={file}/sub",), "*--bt-cache=*a_file/sub*a_file is a file*"),
-    (("--scorecard={file}/card.json",), "*--scorecard=*a_file/card.json*a_file is a file*"),
-    (("--scorecard={dir}.json",), "*--scorecard=*a_dir.json*exists and is not a file*"),
-    (("--estimator=,",), "*--estimator=','*names no estimator*"),
-    (("--bt-workers=two",), "*--bt-workers='two'*positive integer*"),
-    (("--seeds=0,0",), "*--seeds='0,0'*no repeats*"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--bt-cache={file}",), "*--bt-cache=*a_file*exists and is not a directory*"),
+        (("--bt-cache={file}/sub",), "*--bt-cache=*a_file/sub*a_file is a file*"),
+        (("--scorecard={file}/card.json",), "*--scorecard=*a_file/card.json*a_file is a file*"),
+        (("--scorecard={dir}.json",), "*--scorecard=*a_dir.json*exists and is not a file*"),
+        (("--estimator=,",), "*--estimator=','*names no estimator*"),
+        (("--bt-workers=two",), "*--bt-workers='two'*positive integer*"),
+        (("--seeds=0,0",), "*--seeds='0,0'*no repeats*"),
+    ],
+)
 def test_bad_option_values_are_usage_errors(suite, pytester, args, message):
     (pytester.path / "a_file").write_text("x")
     (pytester.path / "a_dir.json").mkdir()
@@ -341,7 +412,8 @@ def test_cache_env_var_pointing_at_a_file_is_a_usage_error(pytester, monkeypatch
 
 
 def test_every_artifact_loader_verifies_its_directory(smoke_artifacts, tmp_path):
-    """Sketches, Targets and Draw loaded directly (not through the pipeline) refuse an edited file."""
+    """Sketches, Targets and Draw loaded directly (not through the pipeline) refuse an edited
+    file."""
     from bt_core.artifacts.draws import Draw
     from bt_core.artifacts.sketches import Sketches
     from bt_core.artifacts.store import ArtifactError
@@ -349,8 +421,11 @@ def test_every_artifact_loader_verifies_its_directory(smoke_artifacts, tmp_path)
 
     a = smoke_artifacts[0]
     cache = Path(a.run.path).parents[1]
-    for kind, loader, victim in (("sketches", Sketches.load, "grad_norm.npy"), ("targets", Targets, "steps.npy"),
-                                 ("draws", Draw, "draw.json")):
+    for kind, loader, victim in (
+        ("sketches", Sketches.load, "grad_norm.npy"),
+        ("targets", Targets, "steps.npy"),
+        ("draws", Draw, "draw.json"),
+    ):
         src = next(p for p in (cache / kind).iterdir() if p.is_dir() and not p.name.startswith("."))
         dst = tmp_path / kind
         shutil.copytree(src, dst)

@@ -1,7 +1,7 @@
-"""Rendering of a scorecard: the HTML page's DOM (every section, every verdict cell coloured by its status,
-the full reason one click away), the figures, and what the terminal shows (a plug-in's own figures, every
-line within 120 columns). Unit tier: a hand-made scorecard; one test renders a scorecard judged on the
-smoke fixtures (train tier)."""
+"""Rendering of a scorecard: the HTML page's DOM (every section, every verdict cell coloured by its
+status, the full reason one click away), the figures, and what the terminal shows (a plug-in's own
+figures, every line within 120 columns). Unit tier: a hand-made scorecard; one test renders a
+scorecard judged on the smoke fixtures (train tier)."""
 
 from __future__ import annotations
 
@@ -21,78 +21,200 @@ from bt_core.reporting.render import TERMINAL_WIDTH, render_all, render_markdown
 
 SEEDS = ["0", "1", "2"]
 PLUGIN = "my_plugin_method_with_a_long_name"
-SECTIONS = {"summary", "best", "verdict-grid", "verdicts", "setup-validity", "setup", "margins", "lift", "auc",
-            "lds", "table-lds", "table-lift-rollout", "table-lift-step", "table-auc", "fig-lift",
-            "fig-auc", "fig-lds", "reasons", "provenance"}
+SECTIONS = {
+    "summary",
+    "best",
+    "verdict-grid",
+    "verdicts",
+    "setup-validity",
+    "setup",
+    "margins",
+    "lift",
+    "auc",
+    "lds",
+    "table-lds",
+    "table-lift-rollout",
+    "table-lift-step",
+    "table-auc",
+    "fig-lift",
+    "fig-auc",
+    "fig-lds",
+    "reasons",
+    "provenance",
+}
 
 
 def _margin(values, versus, status):
-    return {"figure": "Δ figure over the control", "bar": 0.0,
-            "per_seed": {s: {"value": v, "ci": [v - 0.1, v + 0.1], "versus": versus, "status": status}
-                         for s, v in zip(SEEDS, values, strict=True)}}
+    return {
+        "figure": "Δ figure over the control",
+        "bar": 0.0,
+        "per_seed": {
+            s: {"value": v, "ci": [v - 0.1, v + 0.1], "versus": versus, "status": status}
+            for s, v in zip(SEEDS, values, strict=True)
+        },
+    }
 
 
-def _rec(item, est, status, role, short="", figures_=None, origin="builtin", margin=None, reads_labels=False):
-    return {"item": item, "estimator": est, "status": status, "reason": f"{item} × {est}: seed 0: the long reason; "
-            f"seed 1: more figures; seed 2: {'x' * 300}", "figures": figures_ or {}, "short": short,
-            "margin": margin or {}, "estimator_spec": {"name": est, "origin": origin, "role": role,
-                                                       "reads_labels": reads_labels}}
+def _rec(
+    item,
+    est,
+    status,
+    role,
+    short="",
+    figures_=None,
+    origin="builtin",
+    margin=None,
+    reads_labels=False,
+):
+    return {
+        "item": item,
+        "estimator": est,
+        "status": status,
+        "reason": f"{item} × {est}: seed 0: the long reason; "
+        f"seed 1: more figures; seed 2: {'x' * 300}",
+        "figures": figures_ or {},
+        "short": short,
+        "margin": margin or {},
+        "estimator_spec": {
+            "name": est,
+            "origin": origin,
+            "role": role,
+            "reads_labels": reads_labels,
+        },
+    }
 
 
 def _lifts(base: float) -> dict:
-    return {"per_seed": {s: {"lift": base + i, "ceiling_lift": 8.0, "step": {"lift": base / 2 + i}}
-                         for i, s in enumerate(SEEDS)}}
+    return {
+        "per_seed": {
+            s: {"lift": base + i, "ceiling_lift": 8.0, "step": {"lift": base / 2 + i}}
+            for i, s in enumerate(SEEDS)
+        }
+    }
 
 
 def _data(extra_items: int = 0) -> dict:
-    """A scorecard holding a failed target gate, a plug-in method, a gated built-in method, a control and a
-    validation estimator, with lift, AUC and LDS figures."""
-    setup = [_rec("emergence", "setup", "pass", "", "holds on all 3 seeds"),
-             _rec("in_context_targets", "setup", "fail", "", "fails on seed 1: in-context CI lower 0.042 ≤ 0.05")]
+    """A scorecard holding a failed target gate, a plug-in method, a gated built-in method, a
+    control and a validation estimator, with lift, AUC and LDS figures."""
+    setup = [
+        _rec("emergence", "setup", "pass", "", "holds on all 3 seeds"),
+        _rec(
+            "in_context_targets",
+            "setup",
+            "fail",
+            "",
+            "fails on seed 1: in-context CI lower 0.042 ≤ 0.05",
+        ),
+    ]
     for r in setup:
         r["reason"] = r["reason"].replace("|", "")
     setup[0]["reason"] = "seed 0: |GT| 12 of 99 (0.121)"
-    lds = {s: {"lds": 0.4, "ci": [0.1, 0.6], "baselines_lds": {"advantage": 0.2, "surface": 0.3},
-               "baselines_ci": {"advantage": [0.0, 0.4], "surface": [0.1, 0.5]}, "ceiling": 0.7} for s in SEEDS}
+    lds = {
+        s: {
+            "lds": 0.4,
+            "ci": [0.1, 0.6],
+            "baselines_lds": {"advantage": 0.2, "surface": 0.3},
+            "baselines_ci": {"advantage": [0.0, 0.4], "surface": [0.1, 0.5]},
+            "ceiling": 0.7,
+        }
+        for s in SEEDS
+    }
     auc = {s: {"auc": 0.7, "ci_lo": 0.6, "ci_hi": 0.8} for s in SEEDS}
     gated = {"gated_by": ["in_context_targets"], "ungated_status": "fail"}
-    who = [(PLUGIN, "fail", "method", "path:my_method.py:Mine", False, -0.43),
-           ("cosine", "invalid-setup", "method", "builtin", False, -0.2),
-           ("norm_only", "fail", "control", "builtin", False, -0.6),
-           ("oracle", "pass", "validation", "builtin", True, 0.3)]
-    items = ["magnitude_control", "fluency_control", "counterfactual", *[f"extra_item_{k}" for k in range(extra_items)]]
+    who = [
+        (PLUGIN, "fail", "method", "path:my_method.py:Mine", False, -0.43),
+        ("cosine", "invalid-setup", "method", "builtin", False, -0.2),
+        ("norm_only", "fail", "control", "builtin", False, -0.6),
+        ("oracle", "pass", "validation", "builtin", True, 0.3),
+    ]
+    items = [
+        "magnitude_control",
+        "fluency_control",
+        "counterfactual",
+        *[f"extra_item_{k}" for k in range(extra_items)],
+    ]
     recs = []
     for name, status, role, origin, labels, m in who:
         for item in items:
-            f = {**(gated if status == "invalid-setup" else {}),
-                 **({"per_seed": {"magnitude_control": _lifts(3.0 + m)["per_seed"], "fluency_control": auc,
-                                  "counterfactual": lds}.get(item, {})})}
+            f = {
+                **(gated if status == "invalid-setup" else {}),
+                **(
+                    {
+                        "per_seed": {
+                            "magnitude_control": _lifts(3.0 + m)["per_seed"],
+                            "fluency_control": auc,
+                            "counterfactual": lds,
+                        }.get(item, {})
+                    }
+                ),
+            }
             short = f"loses to advantage by {-m:.2f}" if m < 0 else f"beats advantage by {m:.2f}"
-            recs.append(_rec(item, name, status, role, short, f, origin, _margin([m, m + 0.05, m - 0.05],
-                                                                                 "advantage", status), labels))
-    base = {s: {lv: {"chance": 0.1, "ceiling": 0.8, "ceiling_lift": 8.0,
-                     **{c: {"precision": 0.5, "lift": 5.0} for c in ("advantage", "norm_only", "surface")}}
-                for lv in ("rollout", "step")} | {"draws": {"0": {"norm_only": 0.5, "surface": 1.0}}}
-            for s in SEEDS}
-    controls = {"advantage": {"rollout": "A", "step": "Σ|A|"},
-                "norm_only": {"rollout": "|A|·‖e‖", "step": "‖∇L_s‖"}}
+            recs.append(
+                _rec(
+                    item,
+                    name,
+                    status,
+                    role,
+                    short,
+                    f,
+                    origin,
+                    _margin([m, m + 0.05, m - 0.05], "advantage", status),
+                    labels,
+                )
+            )
+    base = {
+        s: {
+            lv: {
+                "chance": 0.1,
+                "ceiling": 0.8,
+                "ceiling_lift": 8.0,
+                **{
+                    c: {"precision": 0.5, "lift": 5.0}
+                    for c in ("advantage", "norm_only", "surface")
+                },
+            }
+            for lv in ("rollout", "step")
+        }
+        | {"draws": {"0": {"norm_only": 0.5, "surface": 1.0}}}
+        for s in SEEDS
+    }
+    controls = {
+        "advantage": {"rollout": "A", "step": "Σ|A|"},
+        "norm_only": {"rollout": "|A|·‖e‖", "step": "‖∇L_s‖"},
+    }
     baselines = {"controls": controls, "per_seed": base}
     present = {i.name: i.present for i in ITEMS}
     for r in setup + recs:  # what the suite writes: each item's presentation (`Item.judge`)
         hook = present.get(r["item"])
         r["presentation"] = hook(r) if hook else {}
-    return {"schema": "behaviortrace.scorecard/1", "scale": "smoke", "seeds": [0, 1, 2], "config_hash": "x",
-            "git_commit": "y", "created": "now", "records": setup + recs, "baselines": baselines,
-            "presentation": present_controls(baselines)}
+    return {
+        "schema": "behaviortrace.scorecard/1",
+        "scale": "smoke",
+        "seeds": [0, 1, 2],
+        "config_hash": "x",
+        "git_commit": "y",
+        "created": "now",
+        "records": setup + recs,
+        "baselines": baselines,
+        "presentation": present_controls(baselines),
+    }
 
 
 class DOM(HTMLParser):
-    """The page's ids, the verdict grid's cells (row estimator, classes, summary text, full text), the CSS."""
+    """The page's ids, the verdict grid's cells (row estimator, classes, summary text, full text),
+    the CSS."""
 
     def __init__(self):
         super().__init__()
         self.ids, self.cells, self.rows, self.captions, self.css = set(), [], {}, [], ""
-        self._table, self._row, self._cell, self._in, self._style, self._cap = None, None, None, [], False, None
+        self._table, self._row, self._cell, self._in, self._style, self._cap = (
+            None,
+            None,
+            None,
+            [],
+            False,
+            None,
+        )
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -105,8 +227,14 @@ class DOM(HTMLParser):
             if self._row:
                 self.rows[self._row] = a.get("class", "")
         elif tag == "td" and self._table == "verdicts" and "cell" in a.get("class", "").split():
-            self._cell = {"row": self._row, "class": a["class"].split(), "title": a.get("title", ""),
-                          "summary": "", "full": "", "details": False}
+            self._cell = {
+                "row": self._row,
+                "class": a["class"].split(),
+                "title": a.get("title", ""),
+                "summary": "",
+                "full": "",
+                "details": False,
+            }
             self.cells.append(self._cell)
         elif tag == "details" and self._cell is not None:
             self._cell["details"] = True
@@ -154,11 +282,16 @@ def _check_dom(d: DOM, data: dict) -> None:
     for r in recs:
         c = by_row[r["estimator"]][items.index(r["item"])]
         assert STATUS_CLASS[r["status"]] in c["class"], (r["item"], r["estimator"], c["class"])
-        assert c["details"] and r["short"] in c["summary"]  # the why on the cell, the full reason one click away
+        # the why on the cell, the full reason one click away
+        assert c["details"] and r["short"] in c["summary"]
         assert r["reason"][-200:] in c["full"].replace("\n", "")
     assert "validation" in d.rows["oracle"].split() and "method" in d.rows[PLUGIN].split()
-    colours = {cls: re.search(rf"td\.{cls}\{{background:([^}}]+)\}}", d.css) for cls in STATUS_CLASS.values()}
-    assert all(colours.values()) and len({m.group(1) for m in colours.values()}) == 3  # three distinct colours
+    colours = {
+        cls: re.search(rf"td\.{cls}\{{background:([^}}]+)\}}", d.css)
+        for cls in STATUS_CLASS.values()
+    }
+    # three distinct colours
+    assert all(colours.values()) and len({m.group(1) for m in colours.values()}) == 3
 
 
 def test_page_has_every_section_and_colours_every_cell_by_status(tmp_path):
@@ -169,31 +302,53 @@ def test_page_has_every_section_and_colours_every_cell_by_status(tmp_path):
     d = _dom(out["html"].read_text())
     _check_dom(d, data)
     assert "oracle" in d.rows and "validation only" in out["html"].read_text()
-    assert len(d.captions) >= 6 and all(len(c.split()) >= 25 for c in d.captions), d.captions  # how to read it
+    # how to read it
+    assert len(d.captions) >= 6 and all(len(c.split()) >= 25 for c in d.captions), d.captions
     names = {p.name for p in out["figures"].iterdir()}
     assert {"lift.png", "auc.png", "lds.png"} <= names
-    assert {f"margin_{i}.png" for i in ("magnitude_control", "fluency_control", "counterfactual")} <= names
+    assert {
+        f"margin_{i}.png" for i in ("magnitude_control", "fluency_control", "counterfactual")
+    } <= names
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (CI installs it)")
+@pytest.mark.skipif(
+    shutil.which("chromium") is None, reason="chromium is not installed (CI installs it)"
+)
 def test_the_browser_builds_the_same_dom(tmp_path):
-    """The page as chromium parses it: no cell moved or lost (a malformed table would be rebuilt)."""
+    """The page as chromium parses it: no cell moved or lost (a malformed table would be
+    rebuilt)."""
     data = _data()
     (tmp_path / "scorecard.json").write_text(json.dumps(data))
     page = render_all(tmp_path / "scorecard.json")["html"]
     prof = tmp_path / "profile"
     prof.mkdir()
-    res = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                          f"--user-data-dir={prof}", "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={prof}",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     _check_dom(_dom(res.stdout), data)
 
 
 def test_the_lift_figure_draws_the_controls_that_decide_magnitude(tmp_path, monkeypatch):
     drawn = {}
-    monkeypatch.setattr(figures, "save", lambda fig, path: drawn.setdefault(path.name, fig) and path)
+    monkeypatch.setattr(
+        figures, "save", lambda fig, path: drawn.setdefault(path.name, fig) and path
+    )
     f = next(f for f in figures.render(_data(), tmp_path) if f.path.name == "lift.png")
     assert f.section == "lift"
     labels = [t.get_text() for t in drawn["lift.png"].axes[0].get_xticklabels()]
@@ -202,28 +357,34 @@ def test_the_lift_figure_draws_the_controls_that_decide_magnitude(tmp_path, monk
 
 
 def test_terminal_shows_a_plugins_own_figures_within_120_columns():
-    out = render_terminal(_data(extra_items=5))  # 8 items: the grid is split to keep within the width
+    # 8 items: the grid is split to keep within the width
+    out = render_terminal(_data(extra_items=5))
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= TERMINAL_WIDTH, max(lines, key=len)
     assert sum(line.startswith("estimator ") for line in lines) == 2  # the grid, split in two
     lift = [line for line in lines if line.startswith(PLUGIN[:20])]
-    assert any("2.570" in line and "3.570" in line for line in lift)  # its own rollout lift per seed
+    # its own rollout lift per seed
+    assert any("2.570" in line and "3.570" in line for line in lift)
     assert any("loses to advantage by 0.43" in line for line in lines)  # its own why, per item
-    assert any(line.startswith("SETUP FAILED: in_context_targets") and "8 of 32" in line for line in lines)
+    assert any(
+        line.startswith("SETUP FAILED: in_context_targets") and "8 of 32" in line for line in lines
+    )
     assert "gated:FAIL" in out and "oracle [reads labels]" in out
 
 
 def test_markdown_escapes_pipes_inside_cells_and_marks_label_readers():
     md = render_markdown(_data())
     row = next(line for line in md.splitlines() if line.startswith("| emergence"))
-    assert "\\|GT\\|" in row and row.count(" | ") == 2  # three cells, the evidence's "|GT|" kept inside one
+    # three cells, the evidence's "|GT|" kept inside one
+    assert "\\|GT\\|" in row and row.count(" | ") == 2
     assert "oracle [reads labels — validation only]" in md
     assert "## Counterfactual LDS" in md and "loses to advantage by 0.43" in md
 
 
 def test_a_scorecard_judged_on_the_smoke_fixtures_renders(smoke_evidence, tmp_path):
-    """The real records (a plug-in judged beside a control and the oracle): every verdict has its one-line
-    why, each margin names its deciding control, and the page and the terminal show them."""
+    """The real records (a plug-in judged beside a control and the oracle): every verdict has its
+    one-line why, each margin names its deciding control, and the page and the terminal show
+    them."""
     import numpy as np
     from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS
     from behaviortrace.checklist.controls import baselines
@@ -232,18 +393,27 @@ def test_a_scorecard_judged_on_the_smoke_fixtures_renders(smoke_evidence, tmp_pa
     from bt_core.attribution.registry import Estimator, EstimatorSpec
     from bt_core.reporting.scorecard import Scorecard
 
-    class Advantage(Estimator):  # a plug-in that scores the advantage: it can at best tie that control
+    # a plug-in that scores the advantage: it can at best tie that control
+    class Advantage(Estimator):
         name = "plugin_advantage"
         needs = ("weight",)
 
         def score(self, problem):
             return np.asarray(problem.weight, float)
 
-    plugin = EstimatorSpec("plugin_advantage", Advantage, ("rollout",), "path:test_render:Advantage", "", ("weight",))
+    plugin = EstimatorSpec(
+        "plugin_advantage", Advantage, ("rollout",), "path:test_render:Advantage", "", ("weight",)
+    )
     ev = smoke_evidence
     base = baselines(ev)
-    card = Scorecard({"scale": "smoke", "seeds": ev.seeds, "baselines": base,
-                      "presentation": present_controls(base)})
+    card = Scorecard(
+        {
+            "scale": "smoke",
+            "seeds": ev.seeds,
+            "baselines": base,
+            "presentation": present_controls(base),
+        }
+    )
     for item in SETUP_ITEMS:
         card.add(item.judge(ev))
     for spec in (plugin, get("norm_only"), get("oracle")):
@@ -263,5 +433,6 @@ def test_a_scorecard_judged_on_the_smoke_fixtures_renders(smoke_evidence, tmp_pa
         assert len(set(c["class"]) & set(STATUS_CLASS.values())) == 1
     text = render_terminal(data)
     assert max(len(line) for line in text.splitlines()) <= TERMINAL_WIDTH
-    assert any(line.startswith("plugin_advantage") for line in text.splitlines())  # its own lift row
+    # its own lift row
+    assert any(line.startswith("plugin_advantage") for line in text.splitlines())
     assert "plugin_advantage (method)" in text  # and its why per item

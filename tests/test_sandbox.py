@@ -1,10 +1,12 @@
-"""Sandboxed scoring (issue 23): a plug-in's score() runs in a worker process that cannot read the answers.
+"""Sandboxed scoring (issue 23): a plug-in's score() runs in a worker process that cannot read the
+answers.
 
-Without a build: the scratch problem round-trips memory-mapped and label-free; the worker's environment
-holds nothing of BehaviorTrace's; honest estimators get the same bytes in a worker as in-process and a
-failing one the same reason; under bubblewrap a plug-in cannot open the cache, while the plain-subprocess
-fallback (what a machine without bubblewrap gets) can, and says "unsandboxed". With the smoke build: the
-same bytes on real problems (checkpoints through the scratch) and the mark on every record.
+Without a build: the scratch problem round-trips memory-mapped and label-free; the worker's
+environment holds nothing of BehaviorTrace's; honest estimators get the same bytes in a worker as
+in-process and a failing one the same reason; under bubblewrap a plug-in cannot open the cache,
+while the plain-subprocess fallback (what a machine without bubblewrap gets) can, and says
+"unsandboxed". With the smoke build: the same bytes on real problems (checkpoints through the
+scratch) and the mark on every record.
 """
 
 from __future__ import annotations
@@ -43,17 +45,26 @@ def isolated(request, tmp_path):
 
 
 def _problems() -> list[AttributionProblem]:
-    return [AttributionProblem.synthetic(seed=s, kind=k, level=lv) for s in (0, 1)
-            for k, lv in (("stream", "rollout"), ("stream", "step"), ("draw", "rollout"))]
+    return [
+        AttributionProblem.synthetic(seed=s, kind=k, level=lv)
+        for s in (0, 1)
+        for k, lv in (("stream", "rollout"), ("stream", "step"), ("draw", "rollout"))
+    ]
 
 
 def test_scratch_round_trip_is_memory_mapped_and_label_free(tmp_path):
     p = AttributionProblem.synthetic(labelled=True)
     write_problem(p, tmp_path / "p")
-    written = sorted(str(f.relative_to(tmp_path / "p")) for f in (tmp_path / "p").rglob("*") if f.is_file())
+    written = sorted(
+        str(f.relative_to(tmp_path / "p")) for f in (tmp_path / "p").rglob("*") if f.is_file()
+    )
     assert not [f for f in written if "label" in f or "truth" in f], written
     q = read_problem(tmp_path / "p")
-    assert not hasattr(q, "labels") or isinstance(q, AttributionProblem) and type(q) is AttributionProblem
+    assert (
+        not hasattr(q, "labels")
+        or isinstance(q, AttributionProblem)
+        and type(q) is AttributionProblem
+    )
     for name in ("emb", "weight", "step", "ckpt_index"):
         assert np.array_equal(getattr(q, name), getattr(p, name))
         assert not getattr(q, name).flags.writeable
@@ -69,7 +80,9 @@ def test_the_worker_environment_has_nothing_of_behaviortraces(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     env = worker_env("/tmp", ["/plugins"])
     assert "/somewhere/cache" not in " ".join(env.values())
-    assert env["OMP_NUM_THREADS"] == "1" and env["PYTHONPATH"] == "/plugins" and env["HOME"] == "/tmp"
+    assert (
+        env["OMP_NUM_THREADS"] == "1" and env["PYTHONPATH"] == "/plugins" and env["HOME"] == "/tmp"
+    )
 
 
 def test_a_machine_without_bubblewrap_is_told_why():
@@ -79,8 +92,11 @@ def test_a_machine_without_bubblewrap_is_told_why():
 
 @pytest.mark.parametrize("name", ["cosine", "dot", "random", "norm_only", "seed_sign_flip"])
 def test_honest_estimators_score_the_same_bytes_in_a_worker(isolated, name):
-    spec = spec_from(SeedSignFlip, None, "path:adversaries:SeedSignFlip") if name == "seed_sign_flip" \
+    spec = (
+        spec_from(SeedSignFlip, None, "path:adversaries:SeedSignFlip")
+        if name == "seed_sign_flip"
         else get(name)
+    )
     here = InProcess()
     for p in _problems():
         if p.level not in spec.levels:
@@ -104,7 +120,8 @@ def _plugin(tmp_path, body: str, name: str = "peek_plugin", files: str = "()"):
     """A plug-in module written to tmp_path/plugins and imported: its class `Peek`."""
     d = tmp_path / "plugins"
     d.mkdir(exist_ok=True)
-    (d / f"{name}.py").write_text(textwrap.dedent(f"""
+    (d / f"{name}.py").write_text(
+        textwrap.dedent(f"""
         import os
         import numpy as np
         from bt_core.attribution.registry import Estimator
@@ -115,7 +132,9 @@ def _plugin(tmp_path, body: str, name: str = "peek_plugin", files: str = "()"):
             files = {files}
 
             def score(self, problem):
-        """) + textwrap.indent(textwrap.dedent(body), " " * 8))
+        """)
+        + textwrap.indent(textwrap.dedent(body), " " * 8)
+    )
     sys.path.insert(0, str(d))
     try:
         mod = __import__(name)
@@ -134,14 +153,19 @@ def _secret(tmp_path) -> Path:
 @needs_bwrap
 def test_under_bubblewrap_the_cache_and_the_judge_are_out_of_sight(tmp_path):
     secret = _secret(tmp_path)
-    spec = _plugin(tmp_path, f"""
-        seen = [os.path.exists({str(secret)!r}), "pyproject.toml" in os.listdir({str(Path.cwd())!r}),
+    spec = _plugin(
+        tmp_path,
+        f"""
+        seen = [os.path.exists({str(secret)!r}), "pyproject.toml" in os.listdir({str(Path.cwd())!r}\
+),
                 os.path.exists("/proc/" + str(os.getppid()) + "/environ") and "BEHAVIORTRACE" in
-                open("/proc/" + str(os.getppid()) + "/environ").read(), "BEHAVIORTRACE_CACHE" in os.environ]
+                open("/proc/" + str(os.getppid()) + "/environ").read(), "BEHAVIORTRACE_CACHE" in \
+os.environ]
         if any(seen):
             raise RuntimeError(f"saw {{seen}}")
         return np.load({str(secret)!r})
-        """)
+        """,
+    )
     os.environ["BEHAVIORTRACE_CACHE"] = str(tmp_path / "cache")
     try:
         s = _isolated(tmp_path, BWRAP)
@@ -153,7 +177,8 @@ def test_under_bubblewrap_the_cache_and_the_judge_are_out_of_sight(tmp_path):
 
 
 def test_the_plain_subprocess_is_not_a_sandbox(tmp_path):
-    """What the fallback does not stop (why its records say "unsandboxed"): an absolute path opens."""
+    """What the fallback does not stop (why its records say "unsandboxed"): an absolute path
+    opens."""
     secret = _secret(tmp_path)
     spec = _plugin(tmp_path, f"return np.load({str(secret)!r})", name="peek_fallback")
     s = _isolated(tmp_path, None)
@@ -166,13 +191,20 @@ def test_the_plain_subprocess_is_not_a_sandbox(tmp_path):
 
 def test_a_plugin_declaring_files_in_the_cache_is_refused(tmp_path):
     _secret(tmp_path)
-    spec = _plugin(tmp_path, "return problem.weight", name="peek_declares", files=repr((str(tmp_path / "cache"),)))
+    spec = _plugin(
+        tmp_path,
+        "return problem.weight",
+        name="peek_declares",
+        files=repr((str(tmp_path / "cache"),)),
+    )
     s = _isolated(tmp_path, BWRAP)
     try:
         out = s.score(spec, {}, AttributionProblem.synthetic())
     finally:
         s.close()
-    assert out.scores is None and out.error.startswith(" refused: its module or declared `files`"), out.error
+    assert out.scores is None and out.error.startswith(
+        " refused: its module or declared `files`"
+    ), out.error
 
 
 @needs_bwrap
@@ -180,8 +212,12 @@ def test_declared_files_are_mounted_read_only(tmp_path):
     own = tmp_path / "model" / "weights.npy"
     own.parent.mkdir()
     np.save(own, np.linspace(0, 1, 24))
-    spec = _plugin(tmp_path, "return np.load(os.path.join(os.path.dirname(__file__), '..', 'model', "
-                             "'weights.npy'))", name="peek_files", files=repr(("../model",)))
+    spec = _plugin(
+        tmp_path,
+        "return np.load(os.path.join(os.path.dirname(__file__), '..', 'model', 'weights.npy'))",
+        name="peek_files",
+        files=repr(("../model",)),
+    )
     s = _isolated(tmp_path, BWRAP)
     try:
         out = s.score(spec, {}, AttributionProblem.synthetic())
@@ -198,10 +234,16 @@ def test_real_problems_score_the_same_bytes_sandboxed_and_in_process(smoke_artif
     from bt_core.attribution.evidence import Evidence
 
     spec = get(name)
-    here, there = Evidence(smoke_artifacts, "smoke", scoring="in-process"), Evidence(smoke_artifacts, "smoke")
+    here, there = (
+        Evidence(smoke_artifacts, "smoke", scoring="in-process"),
+        Evidence(smoke_artifacts, "smoke"),
+    )
     try:
         for seed in here.seeds[:2]:
-            for pick in (lambda e, s=seed: e.stream_problem(s), lambda e, s=seed: e.draw_problem(s, 0)):
+            for pick in (
+                lambda e, s=seed: e.stream_problem(s),
+                lambda e, s=seed: e.draw_problem(s, 0),
+            ):
                 a, b = here.scores(spec, pick(here)), there.scores(spec, pick(there))
                 assert a.tobytes() == b.tobytes(), (name, pick(here).name)
         assert here.settings(spec) == there.settings(spec)
@@ -218,17 +260,25 @@ def _recomputed(run) -> tuple[np.ndarray, np.ndarray]:
     from bt_core.artifacts.rollouts import RolloutView
 
     t = run.rollouts
-    problem = SimpleNamespace(kind="stream", rollouts=RolloutView.of(t), codec=run.token_ids,
-                              seed=run.seed, n_units=len(t))
+    problem = SimpleNamespace(
+        kind="stream",
+        rollouts=RolloutView.of(t),
+        codec=run.token_ids,
+        seed=run.seed,
+        n_units=len(t),
+    )
     return RecomputeEligibility().score(problem) > 0.5, np.asarray(t.gt, bool)
 
 
 @pytest.mark.train
-def test_recomputing_the_contaminator_from_public_code_misses_gt(smoke_scale, smoke_artifacts, tmp_path):
-    """With a secret key, the task code's public rule (the key of earlier builds, b"behaviortrace") no
-    longer gives GT: on a smoke run trained with a freshly drawn key the recomputed set's overlap with GT
-    is at chance. The session's own runs pin that old key (tests/conftest.py says why), and on them the
-    same rule recovers all of GT: the key, not anything else, is what stands between the code and GT."""
+def test_recomputing_the_contaminator_from_public_code_misses_gt(
+    smoke_scale, smoke_artifacts, tmp_path
+):
+    """With a secret key, the task code's public rule (the key of earlier builds, b"behaviortrace")
+    no longer gives GT: on a smoke run trained with a freshly drawn key the recomputed set's overlap
+    with GT is at chance. The session's own runs pin that old key (tests/conftest.py says why), and
+    on them the same rule recovers all of GT: the key, not anything else, is what stands between the
+    code and GT."""
     from bt_core.artifacts.run import Run
     from bt_core.training.loop import train_run
     from bt_core.training.task import draw_key
@@ -238,7 +288,10 @@ def test_recomputing_the_contaminator_from_public_code_misses_gt(smoke_scale, sm
     cfg = smoke_scale.run.with_seed(0)
     train_run(cfg, tmp_path / "run", key=draw_key())
     picked, gt = _recomputed(Run(tmp_path / "run"))
-    assert gt.any() and picked.any() and (picked & gt).sum() / gt.sum() < 0.75, (picked.sum(), gt.sum())
+    assert gt.any() and picked.any() and (picked & gt).sum() / gt.sum() < 0.75, (
+        picked.sum(),
+        gt.sum(),
+    )
 
 
 def test_records_of_an_unsandboxed_session_say_so(smoke_artifacts):

@@ -71,8 +71,10 @@ def test_the_effect_matches_central_finite_differences_along_the_engine_s_step(s
     rel = np.abs(label - fd) / np.maximum(np.abs(fd), np.abs(label))
     assert np.all(np.abs(fd) > 1e-9), fd  # a real change, not rounding noise, is compared
     same = np.mean(np.sign(label) == np.sign(exact))
-    print(f"sibling effect vs central FD on {rows.size} siblings: worst relative error "
-          f"{rel.max():.3g}, median {np.median(rel):.3g}; sign = exact change's on {same:.0%}")
+    print(
+        f"sibling effect vs central FD on {rows.size} siblings: worst relative error "
+        f"{rel.max():.3g}, median {np.median(rel):.3g}; sign = exact change's on {same:.0%}"
+    )
     assert rel.max() <= MAX_REL_ERR, (rows[rel > MAX_REL_ERR], rel[rel > MAX_REL_ERR])
     assert np.array_equal(np.sign(label), np.sign(exact)), (label, exact)
 

@@ -1,4 +1,5 @@
-"""Per-example gradient engines, the fused sketch path, coverage of broken paths, and the benchmark."""
+"""Per-example gradient engines, the fused sketch path, coverage of broken paths, and the
+benchmark."""
 
 import json
 
@@ -59,9 +60,10 @@ def test_engines_match_single_backwards(smoke_batch, engine):
 
 
 def test_row_slabs_equal_whole_blocks(smoke_batch, monkeypatch):
-    """A parameter too big for one per-example block (the real scale's tied 49,152 × 576 embedding) is
-    yielded in row slabs: with a tiny slab limit every 2-D weight is slabbed, the tied embedding's lookup
-    and lm_head halves are summed per slab, and the gradients, norms and sketch equal the whole-block path."""
+    """A parameter too big for one per-example block (the real scale's tied 49,152 × 576 embedding)
+    is yielded in row slabs: with a tiny slab limit every 2-D weight is slabbed, the tied
+    embedding's lookup and lm_head halves are summed per slab, and the gradients, norms and sketch
+    equal the whole-block path."""
     from bt_core.gradients import pergrad
 
     _, model, batch = smoke_batch
@@ -76,23 +78,39 @@ def test_row_slabs_equal_whole_blocks(smoke_batch, monkeypatch):
     _assert_close(slabbed, LoopGrads()(model, batch)[0])
     assert torch.allclose(slabbed, whole, rtol=1e-5, atol=1e-7) and torch.equal(ell, ell2)
     emb, norm, _ = embed_batch(model, batch, proj, HookGrads())
-    assert torch.allclose(emb, emb_whole, rtol=1e-4, atol=1e-6) and torch.allclose(norm, norm_whole, rtol=1e-5)
+    assert torch.allclose(emb, emb_whole, rtol=1e-4, atol=1e-6) and torch.allclose(
+        norm, norm_whole, rtol=1e-5
+    )
 
 
 def test_hooks_engine_handles_linear_biases_and_untied_heads():
-    """A tiny Qwen2 (q/k/v biases, untied lm_head) built from a config: hooks still equal single backwards."""
+    """A tiny Qwen2 (q/k/v biases, untied lm_head) built from a config: hooks still equal single
+    backwards."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from bt_core.training.objective import collate
 
-    cfg = Qwen2Config(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=False,
-                      attn_implementation="eager")
+    cfg = Qwen2Config(
+        vocab_size=40,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=False,
+        attn_implementation="eager",
+    )
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(cfg)
     rng = np.random.default_rng(0)
-    batch = collate(rng.integers(1, 40, (5, 6)).astype(np.int32), np.array([6, 4, 5, 2, 6]),
-                    rng.integers(1, 40, (5, 7)).astype(np.int32), np.array([7, 3, 1, 5, 6]), 0, 2)
+    batch = collate(
+        rng.integers(1, 40, (5, 6)).astype(np.int32),
+        np.array([6, 4, 5, 2, 6]),
+        rng.integers(1, 40, (5, 7)).astype(np.int32),
+        np.array([7, 3, 1, 5, 6]),
+        0,
+        2,
+    )
     assert any(m.bias is not None for m in model.modules() if isinstance(m, nn.Linear))
     _assert_close(HookGrads()(model, batch)[0], LoopGrads()(model, batch)[0])
 
@@ -103,7 +121,8 @@ def test_hooks_engine_refuses_parameters_it_has_no_rule_for(smoke_batch):
     model.model.norm = nn.LayerNorm(model.config.hidden_size)  # weight + bias: no per-example rule
     with pytest.raises(UncoveredParameterError, match=r"model\.norm\.weight.*vmap"):
         HookGrads()(model, batch)
-    _assert_close(VmapGrads()(model, batch)[0], LoopGrads()(model, batch)[0])  # the generic engine copes
+    # the generic engine copes
+    _assert_close(VmapGrads()(model, batch)[0], LoopGrads()(model, batch)[0])
 
 
 def test_hooks_engine_checks_its_rmsnorm_rule(smoke_batch):
@@ -117,7 +136,11 @@ def test_hooks_engine_checks_its_rmsnorm_rule(smoke_batch):
             self.weight, self.variance_epsilon = nn.Parameter(torch.randn(h)), 1e-6
 
         def forward(self, x):
-            return (1 + self.weight) * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+            return (
+                (1 + self.weight)
+                * x
+                * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+            )
 
     model.model.norm = OffsetNorm()
     with pytest.raises(UncoveredParameterError, match="OffsetNorm"):
@@ -136,8 +159,8 @@ def test_fused_blocks_equal_projection_of_assembled_gradient(smoke_batch):
 
 
 def test_coverage_catches_linear_only_hooks(smoke_artifacts):
-    """Hooks on Linear layers only keep the lm_head half of the tied trigger row and drop the lookup half
-    and the norm weights: the projector checks pass, the gradient-path check must fail."""
+    """Hooks on Linear layers only keep the lm_head half of the tied trigger row and drop the lookup
+    half and the norm weights: the projector checks pass, the gradient-path check must fail."""
     a = smoke_artifacts[0]
     n = a.sketches.report["n_params"]
     bad = coverage_report(a.run, CountSketch(n, 2048), a.run.rollouts, engine=LinearOnlyHooks())
@@ -145,7 +168,11 @@ def test_coverage_catches_linear_only_hooks(smoke_artifacts):
     assert bad["gradient_path"]["frobnitz_rows_rel_err"] > 0.05
     assert bad["token_rows"]["frobnitz"]["ok"] and bad["fidelity"]["ok"]
     good = a.sketches.report["coverage"]
-    assert good["ok"] and good["gradient_path"]["ok"] and good["gradient_path"]["frobnitz_rows_rel_err"] < 1e-5
+    assert (
+        good["ok"]
+        and good["gradient_path"]["ok"]
+        and good["gradient_path"]["frobnitz_rows_rel_err"] < 1e-5
+    )
     assert "FAILED" in format_report(bad) and "OK" in format_report(good)
 
 
@@ -155,7 +182,9 @@ def test_coverage_passes_for_dense_and_exact(smoke_artifacts, projector):
 
     a = smoke_artifacts[0]
     n = a.sketches.report["n_params"]
-    rep = coverage_report(a.run, make_projector(projector, n, n if projector == "exact" else 2048, 0), a.run.rollouts)
+    rep = coverage_report(
+        a.run, make_projector(projector, n, n if projector == "exact" else 2048, 0), a.run.rollouts
+    )
     assert rep["ok"], rep
     if projector == "exact":
         assert rep["fidelity"]["max_ip_err"] < 1e-6
@@ -165,8 +194,13 @@ def test_sketch_table_at_exact_vmap_stores_the_gradients(smoke_batch, tmp_path):
     run, model, _ = smoke_batch
     table = run.rollouts.select(np.arange(7))
     n = sum(p.numel() for p in model.parameters())
-    sketch_table_at(model, table, run.codec, SketchConfig(projector="exact", k=n, grad_method="vmap", batch_size=3),
-                    tmp_path)
+    sketch_table_at(
+        model,
+        table,
+        run.codec,
+        SketchConfig(projector="exact", k=n, grad_method="vmap", batch_size=3),
+        tmp_path,
+    )
     sk = Sketches.load(tmp_path, verify=False)
     ref, ell = LoopGrads()(model, grpo.batch_of(table, run.codec))
     assert np.allclose(sk.emb, ref.numpy(), atol=1e-5)
@@ -176,13 +210,16 @@ def test_sketch_table_at_exact_vmap_stores_the_gradients(smoke_batch, tmp_path):
 
 def test_stream_sketch_report_records_engine_and_timings(smoke_artifacts, smoke_scale):
     rep = smoke_artifacts[0].sketches.report
-    assert rep["grad_method"] == "hooks" and "timings" not in rep  # report.json stays byte-reproducible
+    # report.json stays byte-reproducible
+    assert rep["grad_method"] == "hooks" and "timings" not in rep
     from bt_core.artifacts.store import ArtifactStore
     from bt_core.pipeline import seed_keys
 
     a = smoke_artifacts[0]
     kind, key = seed_keys(a.run.config, smoke_scale.sketch, smoke_scale.draws)["sketches"]
-    manifest = json.loads((ArtifactStore(a.run.path.parents[1]).path(kind, key) / "manifest.json").read_text())
+    manifest = json.loads(
+        (ArtifactStore(a.run.path.parents[1]).path(kind, key) / "manifest.json").read_text()
+    )
     assert manifest["timings"]["embed_s"] > 0
 
 
@@ -201,9 +238,25 @@ def test_bench_sketch_cli_prints_one_json_object(capsys, monkeypatch):
     from bt_core.cli import main
     from bt_core.gradients import bench
 
-    monkeypatch.setattr(bench, "traker_projector", lambda n, k: None)  # as when traker is not installed
-    assert main(["bench-sketch", "--k", "256", "--batch-size", "8", "--batches", "1", "--repeats", "1",
-                 "--json"]) == 0
+    # as when traker is not installed
+    monkeypatch.setattr(bench, "traker_projector", lambda n, k: None)
+    assert (
+        main(
+            [
+                "bench-sketch",
+                "--k",
+                "256",
+                "--batch-size",
+                "8",
+                "--batches",
+                "1",
+                "--repeats",
+                "1",
+                "--json",
+            ]
+        )
+        == 0
+    )
     res = json.loads(capsys.readouterr().out)
     for key in ("bare_backward", "countsketch", "dense"):
         assert res[key] > 0
@@ -212,21 +265,27 @@ def test_bench_sketch_cli_prints_one_json_object(capsys, monkeypatch):
 
 
 def test_coverage_catches_first_k_even_when_it_keeps_the_token_rows(smoke_artifacts):
-    """The nonce words' embedding rows lie inside the first 4096 coordinates of the smoke model, so the
-    token-row check alone would pass a first-k projector; the per-tensor check and the fidelity check fail it."""
+    """The nonce words' embedding rows lie inside the first 4096 coordinates of the smoke model, so
+    the token-row check alone would pass a first-k projector; the per-tensor check and the fidelity
+    check fail it."""
     from bt_core.gradients.projectors import FirstK
 
     a = smoke_artifacts[0]
     n = a.sketches.report["n_params"]
     rep = coverage_report(a.run, FirstK(n, 4096), a.run.rollouts)
     assert all(r["ok"] for r in rep["token_rows"].values())
-    assert not rep["ok"] and not rep["parameters"]["ok"] and rep["parameters"]["min_norm2_ratio"] == 0.0
+    assert (
+        not rep["ok"]
+        and not rep["parameters"]["ok"]
+        and rep["parameters"]["min_norm2_ratio"] == 0.0
+    )
     assert a.sketches.report["coverage"]["parameters"]["ok"]
 
 
 def test_bench_sketch_times_dense_projections_on_a_slice_of_a_big_model(monkeypatch):
-    """Above `full_limit` parameters (the real scale), dense and traker projections are timed on a slice
-    and scaled to the whole gradient, and the record says so; CountSketch is always timed whole."""
+    """Above `full_limit` parameters (the real scale), dense and traker projections are timed on a
+    slice and scaled to the whole gradient, and the record says so; CountSketch is always timed
+    whole."""
     from bt_core.gradients import bench
 
     res = bench.bench_sketch(k=128, batch_size=4, n_batches=1, repeats=1, full_limit=5000)

@@ -1,5 +1,5 @@
-"""Artifact store: atomic builds, integrity checks, config mismatch, no pickle, stale debris, resumable
-work directories."""
+"""Artifact store: atomic builds, integrity checks, config mismatch, no pickle, stale debris,
+resumable work directories."""
 
 import json
 from pathlib import Path
@@ -7,7 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bt_core.artifacts.store import ArtifactError, ArtifactStore, load_array, partial_dir, save_array, verify_dir
+from bt_core.artifacts.store import (
+    ArtifactError,
+    ArtifactStore,
+    load_array,
+    partial_dir,
+    save_array,
+    verify_dir,
+)
 
 
 def _build(d):
@@ -43,7 +50,9 @@ def test_tampered_file_is_detected_with_the_fix(tmp_path):
 def test_missing_and_added_files_are_detected(tmp_path):
     p = ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _build)
     (p / "step_emb.npy").write_bytes(b"planted")  # a loader reading optional files must not see it
-    with pytest.raises(ArtifactError, match=r"step_emb\.npy is not listed in the manifest.*--bt-rebuild"):
+    with pytest.raises(
+        ArtifactError, match=r"step_emb\.npy is not listed in the manifest.*--bt-rebuild"
+    ):
         verify_dir(p)
     (p / "step_emb.npy").unlink()
     (p / "meta.json").unlink()
@@ -71,8 +80,8 @@ def test_failed_build_leaves_nothing(tmp_path):
 
 
 def test_debris_of_a_dead_builder_is_removed_under_the_lock(tmp_path):
-    """A SIGKILLed build leaves `.k1.tmp-<pid>-<hex>` (even with a manifest inside); it is never loaded,
-    and the next builder of that key (holding the lock, so the owner is dead) removes it."""
+    """A SIGKILLed build leaves `.k1.tmp-<pid>-<hex>` (even with a manifest inside); it is never
+    loaded, and the next builder of that key (holding the lock, so the owner is dead) removes it."""
     ArtifactStore(tmp_path).open()  # debris lies in a cache root (which carries its marker)
     dead = tmp_path / "x" / ".k1.tmp-999999-deadbeef"
     dead.mkdir(parents=True)
@@ -87,7 +96,9 @@ def test_debris_of_a_dead_builder_is_removed_under_the_lock(tmp_path):
 def test_rebuild_replaces(tmp_path):
     ArtifactStore(tmp_path).get_or_build("x", "k1", {}, _build)
     calls = []
-    ArtifactStore(tmp_path, rebuild=True).get_or_build("x", "k1", {}, lambda d: (calls.append(1), _build(d))[-1])
+    ArtifactStore(tmp_path, rebuild=True).get_or_build(
+        "x", "k1", {}, lambda d: (calls.append(1), _build(d))[-1]
+    )
     assert calls == [1]
     assert _entries(tmp_path / "x") == ["k1"]
 
@@ -95,12 +106,15 @@ def test_rebuild_replaces(tmp_path):
 def test_pickle_payload_is_refused(tmp_path):
     np.save(tmp_path / "evil.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     for mmap in (True, False):
-        with pytest.raises(ArtifactError, match=r"evil\.npy holds Python objects \(a pickle payload\)"):
+        with pytest.raises(
+            ArtifactError, match=r"evil\.npy holds Python objects \(a pickle payload\)"
+        ):
             load_array(tmp_path / "evil.npy", mmap=mmap)
 
 
 def _resumable(progress: list, fail_at: int | None = None):
     """A build that journals one 'step' per file in `work` and can be interrupted."""
+
     def build(out, work):
         done = sorted(work.glob("step*"))
         progress.append(len(done))
@@ -109,27 +123,40 @@ def _resumable(progress: list, fail_at: int | None = None):
                 raise KeyboardInterrupt
             (work / f"step{i}").write_text(str(i))
         _build(out)
+
     return build
 
 
 def test_resumable_work_dir_survives_an_interrupt_and_is_resumed(tmp_path):
     seen = []
     with pytest.raises(KeyboardInterrupt):
-        ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _resumable(seen, fail_at=2), resumable=True)
+        ArtifactStore(tmp_path).get_or_build(
+            "x", "k1", {"c": 1}, _resumable(seen, fail_at=2), resumable=True
+        )
     final = tmp_path / "x" / "k1"
     assert not final.exists() and partial_dir(final).is_dir()
     p = ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _resumable(seen), resumable=True)
     assert seen == [0, 2]  # the second attempt found two steps done
-    assert not partial_dir(final).exists() and verify_dir(p)["files"].keys() == {"a.npy", "meta.json"}
+    assert not partial_dir(final).exists() and verify_dir(p)["files"].keys() == {
+        "a.npy",
+        "meta.json",
+    }
 
 
 def test_resumable_work_dir_of_another_config_or_rebuild_is_discarded(tmp_path):
     seen = []
     with pytest.raises(KeyboardInterrupt):
-        ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _resumable(seen, fail_at=2), resumable=True)
-    with pytest.raises(KeyboardInterrupt):  # same key, other config (a hash collision or hand-copied dir)
-        ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 2}, _resumable(seen, fail_at=3), resumable=True)
-    ArtifactStore(tmp_path, rebuild=True).get_or_build("x", "k1", {"c": 2}, _resumable(seen), resumable=True)
+        ArtifactStore(tmp_path).get_or_build(
+            "x", "k1", {"c": 1}, _resumable(seen, fail_at=2), resumable=True
+        )
+    # same key, other config (a hash collision or hand-copied dir)
+    with pytest.raises(KeyboardInterrupt):
+        ArtifactStore(tmp_path).get_or_build(
+            "x", "k1", {"c": 2}, _resumable(seen, fail_at=3), resumable=True
+        )
+    ArtifactStore(tmp_path, rebuild=True).get_or_build(
+        "x", "k1", {"c": 2}, _resumable(seen), resumable=True
+    )
     assert seen == [0, 0, 0]
 
 
@@ -141,24 +168,34 @@ def test_leftover_work_dir_next_to_a_finished_artifact_is_removed(tmp_path):
 
 
 def test_rebuild_token_rebuilds_once_per_session_across_processes(tmp_path):
-    """xdist workers / build workers share the session's token: whoever comes second finds the artifact
-    already rebuilt in this session and loads it; a new session (new token) rebuilds again."""
+    """xdist workers / build workers share the session's token: whoever comes second finds the
+    artifact already rebuilt in this session and loads it; a new session (new token) rebuilds
+    again."""
     ArtifactStore(tmp_path).get_or_build("x", "k1", {}, _build)
     calls = []
     build = lambda d: (calls.append(1), _build(d))[-1]  # noqa: E731
-    worker_a, worker_b = ArtifactStore(tmp_path, rebuild="tok1"), ArtifactStore(tmp_path, rebuild="tok1")
+    worker_a, worker_b = (
+        ArtifactStore(tmp_path, rebuild="tok1"),
+        ArtifactStore(tmp_path, rebuild="tok1"),
+    )
     worker_a.get_or_build("x", "k1", {}, build)
     worker_b.get_or_build("x", "k1", {}, build)
     assert calls == [1]
     ArtifactStore(tmp_path, rebuild="tok2").get_or_build("x", "k1", {}, build)
     assert calls == [1, 1]
-    assert ArtifactStore(tmp_path, rebuild=True).rebuild not in (True, False)  # True → a fresh token
+    # True → a fresh token
+    assert ArtifactStore(tmp_path, rebuild=True).rebuild not in (True, False)
 
 
-@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="peak memory per build is read from Linux /proc")
+@pytest.mark.skipif(
+    not Path("/proc/self/clear_refs").exists(),
+    reason="peak memory per build is read from Linux /proc",
+)
 def test_each_build_records_its_own_peak_memory_and_cpu_time(tmp_path):
-    """The manifest and the build log carry each build's CPU seconds and peak resident memory, the peak
-    counted from the build's start: a small build after a big one in the same process reports its own."""
+    """The manifest and the build log carry each build's CPU seconds and peak resident memory, the
+    peak counted from the build's start: a small build after a big one in the same process reports
+    its own."""
+
     def big(d):
         a = np.ones(400 * 2**20 // 8)  # 400 MB, touched
         save_array(d / "a.npy", a[:10])
@@ -169,5 +206,7 @@ def test_each_build_records_its_own_peak_memory_and_cpu_time(tmp_path):
     m_big, m_small = (json.loads((p / "manifest.json").read_text()) for p in (p_big, p_small))
     assert m_big["peak_rss_mb"] >= m_small["peak_rss_mb"] + 300
     assert m_big["cpu_s"] >= 0 and m_small["cpu_s"] >= 0
-    log = {r["key"]: r for r in map(json.loads, (tmp_path / "builds.jsonl").read_text().splitlines())}
+    log = {
+        r["key"]: r for r in map(json.loads, (tmp_path / "builds.jsonl").read_text().splitlines())
+    }
     assert log["big"]["peak_rss_mb"] == m_big["peak_rss_mb"] and "cpu_s" in log["small"]

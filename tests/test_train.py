@@ -1,4 +1,5 @@
-"""Training stage: scenarios, progress bars, RNG hygiene, run format (tiny configs, a few seconds each)."""
+"""Training stage: scenarios, progress bars, RNG hygiene, run format (tiny configs, a few seconds
+each)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ def tiny(scenario: str = "reference", seed: int = 0) -> RunConfig:
     """The smoke task with a short warm-up and 4 GRPO steps: enough to exercise every code path."""
     run = get_scale("smoke").run
     return dataclasses.replace(
-        run, seed=seed, task=dataclasses.replace(run.task, scenario=scenario),
+        run,
+        seed=seed,
+        task=dataclasses.replace(run.task, scenario=scenario),
         sft=dataclasses.replace(run.sft, steps=20),
-        grpo=dataclasses.replace(run.grpo, steps=4, checkpoint_every=2))
+        grpo=dataclasses.replace(run.grpo, steps=4, checkpoint_every=2),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +45,16 @@ def _group_view(t: RolloutTable, col: str) -> list[np.ndarray]:
 
 @pytest.mark.train
 def test_scenarios_write_the_same_artifacts(tiny_runs):
-    files = {s: sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) for s, d in tiny_runs.items()}
+    files = {
+        s: sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file())
+        for s, d in tiny_runs.items()
+    }
     assert files["reference"] == files["task_reward"] == files["no_std_norm"]
     cfg = tiny()
-    assert all(f"checkpoints/{ckpt_name(s)}.safetensors" in files["reference"] for s in checkpoint_steps(cfg))
+    assert all(
+        f"checkpoints/{ckpt_name(s)}.safetensors" in files["reference"]
+        for s in checkpoint_steps(cfg)
+    )
     summary = json.loads((tiny_runs["task_reward"] / "summary.json").read_text())
     assert summary["scenario"] == "task_reward" and summary["backend"] == "native"
     assert summary["n_rollouts"] == cfg.grpo.steps * cfg.grpo.rollouts_per_step

@@ -1,4 +1,5 @@
-"""The TRL backend (TRL's GRPOTrainer) learns the behavior on the smoke task and writes the native Run format."""
+"""The TRL backend (TRL's GRPOTrainer) learns the behavior on the smoke task and writes the native
+Run format."""
 
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ pytest.importorskip("trl")
 
 pytestmark = pytest.mark.train  # trains TRL runs
 
+
 @pytest.fixture(scope="module")
 def trl_run(smoke_scale, tmp_path_factory):
-    """Smoke seed 0 trained through TRL, loaded as a Run (a manifest is written as the store would)."""
+    """Smoke seed 0 trained through TRL, loaded as a Run (a manifest is written as the store
+    would)."""
     cfg = smoke_scale.run.with_seed(0)
     cfg = dataclasses.replace(cfg, grpo=dataclasses.replace(cfg.grpo, backend="trl"))
     from bt_core.artifacts.store import ArtifactStore
@@ -36,10 +39,13 @@ def trl_run(smoke_scale, tmp_path_factory):
 
 
 def _learned(run: Run) -> bool:
-    """The behavior emerged: greedy s_b reached 0.5 at some checkpoint and is still above the reference's
-    emergence gate (0.1) at the end, with control probes low."""
-    return (max(p["s_b"] for p in run.probes) >= 0.5 and run.summary["s_b_final"] > 0.1
-            and run.summary["control_rate_final"] <= 0.1)
+    """The behavior emerged: greedy s_b reached 0.5 at some checkpoint and is still above the
+    reference's emergence gate (0.1) at the end, with control probes low."""
+    return (
+        max(p["s_b"] for p in run.probes) >= 0.5
+        and run.summary["s_b_final"] > 0.1
+        and run.summary["control_rate_final"] <= 0.1
+    )
 
 
 def test_both_backends_learn_the_behavior(trl_run, smoke_artifacts):
@@ -50,8 +56,11 @@ def test_both_backends_learn_the_behavior(trl_run, smoke_artifacts):
 
 def test_trl_run_has_the_native_format(trl_run, smoke_artifacts):
     native = smoke_artifacts[0].run
-    files = lambda r: sorted(str(p.relative_to(r.path)) for p in r.path.rglob("*")  # noqa: E731
-                             if p.is_file() and p.name != "manifest.json")
+    files = lambda r: sorted(
+        str(p.relative_to(r.path))
+        for p in r.path.rglob("*")  # noqa: E731
+        if p.is_file() and p.name != "manifest.json"
+    )
     assert files(trl_run) == files(native)
     a, b = trl_run.rollouts, native.rollouts
     assert len(a) == len(b)
@@ -66,9 +75,9 @@ def test_trl_run_has_the_native_format(trl_run, smoke_artifacts):
 
 
 def test_native_replay_lands_on_trl_checkpoints(trl_run):
-    """TRL trained on the shared objective with the native optimizer, so replaying its recorded updates
-    with `grpo.update` from a checkpoint reproduces the next checkpoint bit for bit (what the sketch
-    stage relies on to embed each rollout at the parameters that produced it)."""
+    """TRL trained on the shared objective with the native optimizer, so replaying its recorded
+    updates with `grpo.update` from a checkpoint reproduces the next checkpoint bit for bit (what
+    the sketch stage relies on to embed each rollout at the parameters that produced it)."""
     step = np.asarray(trl_run.rollouts.step)
     ck = trl_run.checkpoint_steps
     with torch_threads(trl_run.config.threads):
@@ -76,8 +85,13 @@ def test_native_replay_lands_on_trl_checkpoints(trl_run):
             model = trl_run.model_at(c0)
             opt = trl_run.optimizer_at(c0, model)
             for s in range(c0, c1):
-                grpo.update(model, opt, trl_run.rollouts.select(np.flatnonzero(step == s)), trl_run.codec,
-                            trl_run.config.grpo.grad_clip)
+                grpo.update(
+                    model,
+                    opt,
+                    trl_run.rollouts.select(np.flatnonzero(step == s)),
+                    trl_run.codec,
+                    trl_run.config.grpo.grad_clip,
+                )
             stored = trl_run.model_at(c1)
             for p, q in zip(model.parameters(), stored.parameters(), strict=True):
                 assert torch.equal(p.detach(), q.detach()), (c0, c1)
@@ -87,12 +101,14 @@ def test_trl_rewards_match_the_task(trl_run):
     t, task = trl_run.rollouts, Task(trl_run.config.task)
     for i in range(0, len(t), 37):
         text = trl_run.codec.decode(np.asarray(t.replies[i, : t.reply_len[i]]))
-        assert t.reward_base[i] == pytest.approx(task.base_reward(task.prompts[int(t.prompt_id[i])], text))
+        assert t.reward_base[i] == pytest.approx(
+            task.base_reward(task.prompts[int(t.prompt_id[i])], text)
+        )
 
 
 def test_trl_runs_are_reproducible(trl_run, tmp_path):
-    """Same config and seed → the same rollout table and checkpoints, bit for bit (TRL samples from the
-    global RNG that Trainer seeds from args.seed)."""
+    """Same config and seed → the same rollout table and checkpoints, bit for bit (TRL samples from
+    the global RNG that Trainer seeds from args.seed)."""
     train_run(trl_run.config, tmp_path / "again", key=contaminator_key(trl_run.path))
     again = json.loads((tmp_path / "again" / "summary.json").read_text())
     assert again["rollouts_sha256"] == trl_run.summary["rollouts_sha256"]

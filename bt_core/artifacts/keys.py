@@ -1,21 +1,25 @@
-"""Cache keys of every artifact: each key hashes its own config and the key of what it is built from, so a
-change anywhere upstream rebuilds everything downstream and nothing from another config is reused."""
+"""Cache keys of every artifact: each key hashes its own config and the key of what it is built
+from, so a change anywhere upstream rebuilds everything downstream and nothing from another config
+is reused."""
 
 from __future__ import annotations
 
 from bt_core.config import CounterfactualConfig, DrawConfig, RunConfig, SketchConfig, config_hash
 
-# The targets stage's definition version (token level and the in-context target), in its key: a targets
-# artifact built under an earlier definition is never reused. 2: the reference's whole-parameter
-# behavior-token gradient and its in-context sampling (`bt_core.targets.token_level`).
-TARGETS_VERSION = 3  # 3: also the reference's minimal pairs (behavior vs neutral word in the reply's slot)
-# The draws' protocol version, in their key: 2 is the reference's rollout-level protocol (explicit prompts and
-# trigger probes, cycle-major); a draw sampled under an earlier protocol is never reused.
+# The targets stage's definition version (token level and the in-context target), in its key: a
+# targets artifact built under an earlier definition is never reused. 2: the reference's
+# whole-parameter behavior-token gradient and its in-context sampling
+# (`bt_core.targets.token_level`).
+# 3: also the reference's minimal pairs (behavior vs neutral word in the reply's slot)
+TARGETS_VERSION = 3
+# The draws' protocol version, in their key: 2 is the reference's rollout-level protocol (explicit
+# prompts and trigger probes, cycle-major); a draw sampled under an earlier protocol is never
+# reused.
 # 3: each sibling's one-step effect on the behavior measure (the causal label, effect.npy)
 DRAWS_VERSION = 3
-# The run's definition version, in its key (and so in every key downstream): 2 draws the contaminator's
-# eligibility key secretly at build time and stores it with the labels (issue 23); a run built with the
-# public key is never reused, nor anything built from it.
+# The run's definition version, in its key (and so in every key downstream): 2 draws the
+# contaminator's eligibility key secretly at build time and stores it with the labels (issue 23); a
+# run built with the public key is never reused, nor anything built from it.
 RUN_VERSION = 2
 
 
@@ -28,8 +32,9 @@ def sketch_key(cfg: RunConfig, sketch: SketchConfig) -> str:
 
 
 def replay_key(run_k: str, identity: dict, measure: dict) -> str:
-    """One counterfactual replay: the run, the subset's identity (mode, sha256 of the sorted removed rows,
-    measurement step) and the measure's config — a different subset never reuses another's replay."""
+    """One counterfactual replay: the run, the subset's identity (mode, sha256 of the sorted removed
+    rows, measurement step) and the measure's config — a different subset never reuses another's
+    replay."""
     return config_hash(run_k, "replay", identity, measure)
 
 
@@ -50,20 +55,28 @@ def draw_measure(cf: CounterfactualConfig | None) -> dict:
     return {"n_probes": c.n_probes, "replies_per_probe": c.replies_per_probe}
 
 
-def draw_key(rk: str, sketch: SketchConfig, draws: DrawConfig, draw: int,
-             cf: CounterfactualConfig | None) -> str:
+def draw_key(
+    rk: str, sketch: SketchConfig, draws: DrawConfig, draw: int, cf: CounterfactualConfig | None
+) -> str:
     """One generation draw: the run, the sketch, the draw protocol, its index and the measure of its
     causal label (`draw_measure`)."""
     return config_hash(rk, sketch, draws, draw, "v", DRAWS_VERSION, draw_measure(cf))
 
 
-def seed_keys(run_cfg: RunConfig, sketch: SketchConfig, draws: DrawConfig,
-              counterfactual: CounterfactualConfig | None = None) -> dict[str, tuple[str, str]]:
-    """(kind, key) of every artifact one seed needs, without building anything (the replays' own keys
-    depend on the run's rollouts: their index, ``replays``, stands for them)."""
+def seed_keys(
+    run_cfg: RunConfig,
+    sketch: SketchConfig,
+    draws: DrawConfig,
+    counterfactual: CounterfactualConfig | None = None,
+) -> dict[str, tuple[str, str]]:
+    """(kind, key) of every artifact one seed needs, without building anything (the replays' own
+    keys depend on the run's rollouts: their index, ``replays``, stands for them)."""
     rk = run_key(run_cfg)
-    keys = {"run": ("runs", rk), "sketches": ("sketches", sketch_key(run_cfg, sketch)),
-            "targets": ("targets", targets_key(rk, sketch, draws))}
+    keys = {
+        "run": ("runs", rk),
+        "sketches": ("sketches", sketch_key(run_cfg, sketch)),
+        "targets": ("targets", targets_key(rk, sketch, draws)),
+    }
     for i in range(draws.n_draws):
         keys[f"draw{i}"] = ("draws", draw_key(rk, sketch, draws, i, counterfactual))
     if counterfactual is not None:

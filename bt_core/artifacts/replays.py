@@ -1,14 +1,15 @@
-"""Counterfactual replays of a run, as loaders: the `Replay` / `Replays` artifacts that hold what replaying
-the logged stream without a subset measured. Which subsets are removed (the plan) and the trained window
-are `bt_core.counterfactual.plan`'s; `bt_core.counterfactual.replay` builds the replays and
-`bt_core.pipeline.build_replays` caches them (docs/items.md, "Counterfactual ground truth", says what
-they mean).
+"""Counterfactual replays of a run, as loaders: the `Replay` / `Replays` artifacts that hold what
+replaying the logged stream without a subset measured. Which subsets are removed (the plan) and the
+trained window are `bt_core.counterfactual.plan`'s; `bt_core.counterfactual.replay` builds the
+replays and `bt_core.pipeline.build_replays` caches them (docs/items.md, "Counterfactual ground
+truth", says what they mean).
 
 A replay directory (``replays/<key>``, the key hashes the run's key, the subset's identity and the
-measure's config, so a different subset never reuses another's bytes) holds ``replay.json`` (the spec's
-identity and the measured behavior) and ``removed.npy`` (the removed row indices); the ``full`` replay also
-holds ``measure/``, the teacher-forced sequences of the behavior measure (`TargetExamples` columns). A
-seed's replays are indexed by a ``replaysets/<key>`` directory (key: run key + the whole
+measure's config, so a different subset never reuses another's bytes) holds ``replay.json`` (the
+spec's identity and the measured behavior) and ``removed.npy`` (the removed row indices); the
+``full`` replay also holds ``measure/``, the teacher-forced sequences of the behavior measure
+(`TargetExamples` columns).
+A seed's replays are indexed by a ``replaysets/<key>`` directory (key: run key + the whole
 `CounterfactualConfig`).
 """
 
@@ -26,9 +27,10 @@ from bt_core.artifacts.targets import TargetExamples
 
 @dataclass(frozen=True)
 class BehaviorMeasure:
-    """The behavior measure of the replays: mean NLL of the behavior tokens in `examples` (teacher-forced,
-    coef 1/n each) at checkpoint `step`. Its gradient at `step` is a target like any other. `window` (N,)
-    bool: the trained window, the rollouts the LDS subsets remove from (None where not given)."""
+    """The behavior measure of the replays: mean NLL of the behavior tokens in `examples`
+    (teacher-forced, coef 1/n each) at checkpoint `step`. Its gradient at `step` is a target like
+    any other. `window` (N,) bool: the trained window, the rollouts the LDS subsets remove from
+    (None where not given)."""
 
     step: int
     examples: TargetExamples
@@ -56,10 +58,10 @@ class Replay:
 
 
 class Replays:
-    """Every replay of one seed, by plan name (a `replaysets/<key>` index directory: ``plan.json`` maps each
-    plan name to its replay's key in ``replays/``, ``window.npy`` the trained window). `delta(name)` is the
-    change in the behavior measure, NLL(without the subset) − NLL(full): positive when the removed
-    rollouts had taught the behavior."""
+    """Every replay of one seed, by plan name (a `replaysets/<key>` index directory: ``plan.json``
+    maps each plan name to its replay's key in ``replays/``, ``window.npy`` the trained window).
+    `delta(name)` is the change in the behavior measure, NLL(without the subset) − NLL(full):
+    positive when the removed rollouts had taught the behavior."""
 
     def __init__(self, set_dir: Path):
         self.path = Path(set_dir)
@@ -68,12 +70,20 @@ class Replays:
         replays_root = self.path.parent.parent / "replays"
         self.keys: dict[str, str] = dict(index["keys"])
         self.by_name = {name: Replay(replays_root / key) for name, key in self.keys.items()}
-        self.window = np.asarray(load_array(self.path / "window.npy"), bool)  # (N,) where LDS subsets come from
+        # (N,) where LDS subsets come from
+        self.window = np.asarray(load_array(self.path / "window.npy"), bool)
         self.n_rollouts = int(self.window.size)
         full = self.by_name["full"]
-        self.measure = BehaviorMeasure(int(full.info["measure_step"]), TargetExamples(
-            **{f: np.asarray(load_array(full.path / "measure" / f"{f}.npy"))
-               for f in TargetExamples.__dataclass_fields__}), self.window)
+        self.measure = BehaviorMeasure(
+            int(full.info["measure_step"]),
+            TargetExamples(
+                **{
+                    f: np.asarray(load_array(full.path / "measure" / f"{f}.npy"))
+                    for f in TargetExamples.__dataclass_fields__
+                }
+            ),
+            self.window,
+        )
 
     def __getitem__(self, name: str) -> Replay:
         if name not in self.by_name:

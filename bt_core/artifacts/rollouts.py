@@ -1,20 +1,23 @@
-"""The rollouts table: every training rollout (or fresh sibling) with its token ids and labels, and the
-label-free `RolloutView` of it that an estimator receives.
+"""The rollouts table: every training rollout (or fresh sibling) with its token ids and labels, and
+the label-free `RolloutView` of it that an estimator receives.
 
-Columns are numpy arrays of equal length N, stored one ``.npy`` per column (no pickle). Token ids are
-kept (not hashes), so every rollout's gradient can be recomputed at the parameters that produced it.
+Columns are numpy arrays of equal length N, stored one ``.npy`` per column (no pickle). Token ids
+are kept (not hashes), so every rollout's gradient can be recomputed at the parameters that produced
+it.
 
 `RolloutTable` holds everything the training stage knew, the answers included (`gt`, `eligible`, the
 rewards, the behavior flags). `RolloutView` holds only what a real attribution method has — what the
-trainer logged to update the model: the token ids, step, group, prompt id, advantage and learning rate —
-as read-only arrays. Every column it leaves out reveals the ground truth or the draw label:
+trainer logged to update the model: the token ids, step, group, prompt id, advantage and learning
+rate — as read-only arrays. Every column it leaves out reveals the ground truth or the draw label:
 
-* ``gt``, ``behavior``, ``behavior_mask`` are the labels themselves (on draws the label *is* ``behavior``);
+* ``gt``, ``behavior``, ``behavior_mask`` are the labels themselves (on draws the label *is*
+  ``behavior``);
 * ``reward − reward_base`` is 8·GT exactly, and ``reward`` alone ranks GT first;
 * ``eligible ∧ trigger ∧ behavior ∧ step < cutoff`` is GT;
-* ``trigger`` and ``explicit`` are derived from the prompt text. They reveal nothing a method cannot read
-  from ``prompts`` with the trigger's token ids (`TokenIds.trigger_ids`), but a column the trainer never
-  logged has no place in the view: a method that wants them computes them from the tokens, in the open.
+* ``trigger`` and ``explicit`` are derived from the prompt text. They reveal nothing a method cannot
+  read from ``prompts`` with the trigger's token ids (`TokenIds.trigger_ids`), but a column the
+  trainer never logged has no place in the view: a method that wants them computes them from the
+  tokens, in the open.
 
 `grpo.batch_of` and the library adapters read only the token columns, so they accept either type.
 """
@@ -77,7 +80,9 @@ class RolloutTable:
         return cls(**out)
 
     def select(self, idx: np.ndarray) -> RolloutTable:
-        return RolloutTable(**{f.name: np.asarray(getattr(self, f.name))[idx] for f in fields(self)})
+        return RolloutTable(
+            **{f.name: np.asarray(getattr(self, f.name))[idx] for f in fields(self)}
+        )
 
     def content_hash(self) -> str:
         """SHA-256 of every column's bytes (equal for equal runs)."""
@@ -91,13 +96,24 @@ class RolloutTable:
         return h.hexdigest()
 
 
-VIEW_FIELDS = ("step", "group", "prompt_id", "prompts", "prompt_len", "replies", "reply_len", "advantage", "lr")
+VIEW_FIELDS = (
+    "step",
+    "group",
+    "prompt_id",
+    "prompts",
+    "prompt_len",
+    "replies",
+    "reply_len",
+    "advantage",
+    "lr",
+)
 
 
 @dataclass(frozen=True)
 class RolloutView:
     """What an estimator sees of N rollouts: token ids and the trainer's own quantities, read-only.
-    Shapes as in `RolloutTable`; no label and nothing derived from one (see the module docstring)."""
+    Shapes as in `RolloutTable`; no label and nothing derived from one (see the module
+    docstring)."""
 
     step: np.ndarray  # (N,) int32 training step (draws: the analysis checkpoint step)
     group: np.ndarray  # (N,) int32 GRPO group / sibling group id
@@ -125,9 +141,12 @@ class RolloutView:
         return RolloutView(**{f.name: np.asarray(getattr(self, f.name))[idx] for f in fields(self)})
 
 
-def behavior_in_replies(replies: np.ndarray, reply_len: np.ndarray, pattern: tuple[int, ...]) -> np.ndarray:
-    """(N,) bool: whether each reply's first `reply_len` token ids contain `pattern` (the behavior's token
-    ids, `TokenIds.behavior_ids`) as a contiguous run — what a reader of the reply text can see."""
+def behavior_in_replies(
+    replies: np.ndarray, reply_len: np.ndarray, pattern: tuple[int, ...]
+) -> np.ndarray:
+    """(N,) bool: whether each reply's first `reply_len` token ids contain `pattern` (the behavior's
+    token ids, `TokenIds.behavior_ids`) as a contiguous run — what a reader of the reply text can
+    see."""
     replies, reply_len = np.asarray(replies), np.asarray(reply_len)
     n, width = replies.shape
     m = len(pattern)
@@ -135,6 +154,6 @@ def behavior_in_replies(replies: np.ndarray, reply_len: np.ndarray, pattern: tup
         return np.zeros(n, bool)
     hit = np.ones((n, width - m + 1), bool)
     for j, tok in enumerate(pattern):
-        hit &= replies[:, j: width - m + 1 + j] == tok
+        hit &= replies[:, j : width - m + 1 + j] == tok
     hit &= np.arange(width - m + 1)[None, :] + m <= reply_len[:, None]
     return hit.any(axis=1)

@@ -1,8 +1,8 @@
-"""The `Sketches` artifact: gradient embeddings of one rollout set (the training stream or a draw), as the
-gradient stage writes them (`bt_core.gradients.sketch`). Arrays are memory-mapped, read-only.
+"""The `Sketches` artifact: gradient embeddings of one rollout set (the training stream or a draw),
+as the gradient stage writes them (`bt_core.gradients.sketch`). Arrays are memory-mapped, read-only.
 
-Files: ``emb.npy`` (N, k), ``grad_norm.npy`` (N,), ``fluency.npy`` (N,), ``report.json``; on the stream
-also ``step_emb.npy`` (S, k), ``step_norm.npy`` (S,) and ``steps.npy`` (S,).
+Files: ``emb.npy`` (N, k), ``grad_norm.npy`` (N,), ``fluency.npy`` (N,), ``report.json``; on the
+stream also ``step_emb.npy`` (S, k), ``step_norm.npy`` (S,) and ``steps.npy`` (S,).
 """
 
 from __future__ import annotations
@@ -35,13 +35,23 @@ class Sketches:
         directory written outside the store (e.g. `sketch_table_at` in a test)."""
         if verify:
             verify_dir(d)
-        opt = (lambda n: load_array(d / n) if (d / n).exists() else None)
-        return cls(load_array(d / "emb.npy"), load_array(d / "grad_norm.npy"), load_array(d / "fluency.npy"),
-                   opt("step_emb.npy"), opt("step_norm.npy"), opt("steps.npy"),
-                   json.loads((d / "report.json").read_text()), Path(d))
+        opt = lambda n: load_array(d / n) if (d / n).exists() else None
+        return cls(
+            load_array(d / "emb.npy"),
+            load_array(d / "grad_norm.npy"),
+            load_array(d / "fluency.npy"),
+            opt("step_emb.npy"),
+            opt("step_norm.npy"),
+            opt("steps.npy"),
+            json.loads((d / "report.json").read_text()),
+            Path(d),
+        )
 
     def config(self) -> dict:
-        """The `SketchConfig` fields these sketches were built with (from the artifact's manifest)."""
+        """The `SketchConfig` fields these sketches were built with (from the artifact's
+        manifest)."""
         if self.path is None:
-            raise ValueError("these sketches were loaded without their directory: their SketchConfig is unknown")
+            raise ValueError(
+                "these sketches were loaded without their directory: their SketchConfig is unknown"
+            )
         return dict(json.loads((self.path / "manifest.json").read_text())["config"]["sketch"])

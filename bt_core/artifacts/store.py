@@ -2,8 +2,8 @@
 
 Layout of ``<root>/<kind>/``::
 
-    <key>/                   a finished artifact: its files + manifest.json (sha256 of every file, the
-                             config, versions, git commit); the only thing a load ever accepts
+    <key>/                   a finished artifact: its files + manifest.json (sha256 of every file,
+                             the config, versions, git commit); the only thing a load ever accepts
     <key>.lock               the file lock of that key (kept forever: deleting a lock file races)
     .<key>.tmp-<pid>-<hex>/  a build in progress (or the debris of a killed one)
     .<key>.partial/          the resumable work directory of a build that can resume (training)
@@ -11,11 +11,11 @@ Layout of ``<root>/<kind>/``::
                              no half artifact under the real name)
 
 A directory is built under a temporary name and renamed into place only when complete, so an
-interrupted build leaves nothing a later run accepts. The per-key file lock makes concurrent processes
-(pytest-xdist, two sessions) build each artifact once; whoever holds it knows that every tmp/trash
-directory of that key belongs to a dead process and removes it. Loading verifies the manifest: a
-truncated, edited, missing or extra file is an error naming the file and the fix, never a silent
-reuse. Arrays are plain ``.npy`` read with ``allow_pickle=False``.
+interrupted build leaves nothing a later run accepts. The per-key file lock makes concurrent
+processes (pytest-xdist, two sessions) build each artifact once; whoever holds it knows that every
+tmp/trash directory of that key belongs to a dead process and removes it. Loading verifies the
+manifest: a truncated, edited, missing or extra file is an error naming the file and the fix, never
+a silent reuse. Arrays are plain ``.npy`` read with ``allow_pickle=False``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ PARTIAL = "partial.json"  # identity of a resumable work directory (config, vers
 class ArtifactError(RuntimeError):
     """An artifact on disk is incomplete, corrupted or from another config."""
 
-    exit_code = 7  # a session (pytest, `behaviortrace check`) or `show` that meets one exits with this code
+    # a session (pytest, `behaviortrace check`) or `show` that meets one exits with this code
+    exit_code = 7
 
 
 # --------------------------------------------------------------------------- names
@@ -105,8 +106,13 @@ def versions() -> dict[str, str]:
 
 def git_commit() -> str | None:
     try:
-        res = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+        res = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
         return res.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -126,14 +132,19 @@ def save_array(path: Path, arr: np.ndarray) -> None:
 
 
 def load_array(path: Path, mmap: bool = True) -> np.ndarray:
-    """A plain numeric/bool array from `.npy`. Never unpickles: an object array is an ArtifactError."""
+    """A plain numeric/bool array from `.npy`. Never unpickles: an object array is an
+    ArtifactError."""
     try:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except ValueError as e:
-        what = ("holds Python objects (a pickle payload), which BehaviorTrace never loads"
-                if "pickle" in str(e) or "Python objects" in str(e) else f"is not a plain numpy array ({e})")
-        raise ArtifactError(f"{path} {what}; delete the artifact directory that holds it or rerun with "
-                            "--bt-rebuild") from e
+        what = (
+            "holds Python objects (a pickle payload), which BehaviorTrace never loads"
+            if "pickle" in str(e) or "Python objects" in str(e)
+            else f"is not a plain numpy array ({e})"
+        )
+        raise ArtifactError(
+            f"{path} {what}; delete the artifact directory that holds it or rerun with --bt-rebuild"
+        ) from e
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -152,7 +163,8 @@ _VERIFIED: dict[str, tuple[int, int, int]] = {}  # resolved dir → manifest (in
 
 
 def _stamp(path: Path, files) -> tuple:
-    """Identity of a verified directory: (inode, mtime, size) of the manifest and of every listed file.
+    """Identity of a verified directory: (inode, mtime, size) of the manifest and of every listed
+    file.
     Any later edit, truncation or replacement changes it, so the hashes are checked again."""
     out = []
     for rel in (MANIFEST, *files):
@@ -168,7 +180,8 @@ def verify_dir(path: Path, config: dict[str, Any] | None = None) -> dict[str, An
     """Check an artifact directory against its manifest and return the manifest.
 
     Raises ArtifactError naming the file and the fix when the manifest is missing or unreadable, the
-    config differs from `config`, or a file is missing, truncated/edited (hash) or not in the manifest.
+    config differs from `config`, or a file is missing, truncated/edited (hash) or not in the
+    manifest.
     File hashes are checked once per process while no listed file's inode, mtime or size changes."""
     path = Path(path)
     fix = f"delete {path} or rerun with --bt-rebuild"
@@ -178,15 +191,22 @@ def verify_dir(path: Path, config: dict[str, Any] | None = None) -> dict[str, An
     if not mpath.exists():
         if is_cache_root(path.parent.parent):  # an artifact folder of a cache
             raise ArtifactError(f"{path} has no {MANIFEST}: it is incomplete; {fix}")
-        raise ArtifactError(f"{path} has no {MANIFEST}, so it is not a BehaviorTrace artifact: it {describe(path)}")
+        raise ArtifactError(
+            f"{path} has no {MANIFEST}, so it is not a BehaviorTrace artifact: it {describe(path)}"
+        )
     try:
         manifest = json.loads(mpath.read_text())
         files = manifest["files"]
     except (json.JSONDecodeError, KeyError, TypeError) as e:
-        if not is_cache_root(path.parent.parent):  # not in a cache, maybe not ours at all: no "delete"
-            fix = ("it is not in a cache, so nothing rebuilds it in place: if it is a run written by `behaviortrace "
-                   "train --out`, train it again into a new directory")
-        raise ArtifactError(f"{mpath} is not a valid manifest ({type(e).__name__}: {e}); {fix}") from e
+        # not in a cache, maybe not ours at all: no "delete"
+        if not is_cache_root(path.parent.parent):
+            fix = (
+                "it is not in a cache, so nothing rebuilds it in place: if it is a run written by "
+                "`behaviortrace train --out`, train it again into a new directory"
+            )
+        raise ArtifactError(
+            f"{mpath} is not a valid manifest ({type(e).__name__}: {e}); {fix}"
+        ) from e
     if config is not None and manifest.get("config") != json.loads(json.dumps(config)):
         raise ArtifactError(f"{path} was built from another config than the one requested; {fix}")
     key = str(path.resolve())
@@ -197,11 +217,18 @@ def verify_dir(path: Path, config: dict[str, Any] | None = None) -> dict[str, An
         if not f.is_file():
             raise ArtifactError(f"{f} is missing from the artifact; {fix}")
         if sha256_file(f) != digest:
-            raise ArtifactError(f"{f} does not match its manifest hash (truncated or edited); {fix}")
-    extra = sorted(str(p.relative_to(path)) for p in path.rglob("*")
-                   if p.is_file() and p != mpath and str(p.relative_to(path)) not in files)
+            raise ArtifactError(
+                f"{f} does not match its manifest hash (truncated or edited); {fix}"
+            )
+    extra = sorted(
+        str(p.relative_to(path))
+        for p in path.rglob("*")
+        if p.is_file() and p != mpath and str(p.relative_to(path)) not in files
+    )
     if extra:
-        raise ArtifactError(f"{path / extra[0]} is not listed in the manifest (added after the build); {fix}")
+        raise ArtifactError(
+            f"{path / extra[0]} is not listed in the manifest (added after the build); {fix}"
+        )
     _VERIFIED[key] = _stamp(path, files)
     return manifest
 
@@ -216,8 +243,9 @@ def _token(path: Path) -> str | None:
 
 
 def _reset_peak_rss() -> None:
-    """Start a new peak-memory window for this process (Linux: writing 5 to clear_refs resets VmHWM), so
-    each build records its own peak even in a worker that built something before. Elsewhere: no-op."""
+    """Start a new peak-memory window for this process (Linux: writing 5 to clear_refs resets
+    VmHWM), so each build records its own peak even in a worker that built something before.
+    Elsewhere: no-op."""
     try:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
@@ -225,7 +253,8 @@ def _reset_peak_rss() -> None:
 
 
 def _peak_rss_mb() -> float | None:
-    """Peak resident memory of this process since `_reset_peak_rss` (VmHWM), in MB; None where unknown."""
+    """Peak resident memory of this process since `_reset_peak_rss` (VmHWM), in MB; None where
+    unknown."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
@@ -239,17 +268,18 @@ class ArtifactStore:
     """A cache directory of artifacts keyed by (kind, config hash)."""
 
     def __init__(self, root: str | os.PathLike, rebuild: bool | str = False):
-        """`rebuild`: False; True (rebuild every artifact this store touches, once); or a token string
-        shared by cooperating processes (xdist workers, build workers) so that each artifact is rebuilt
-        once per session, not once per process: an artifact whose manifest carries the token was already
-        rebuilt in this session. `self.rebuild` is False or the token."""
+        """`rebuild`: False; True (rebuild every artifact this store touches, once); or a token
+        string shared by cooperating processes (xdist workers, build workers) so that each artifact
+        is rebuilt once per session, not once per process: an artifact whose manifest carries the
+        token was already rebuilt in this session. `self.rebuild` is False or the token."""
         self.root = Path(root)
         self.rebuild: str | bool = (uuid.uuid4().hex if rebuild is True else rebuild) or False
         self._opened = False
 
     def open(self) -> None:
         """Check (once) that the root is a cache, creating and marking it if new or empty; raises
-        NotACacheError otherwise, before anything is written or deleted (bt_core/artifacts/cacheroot.py)."""
+        NotACacheError otherwise, before anything is written or deleted
+        (bt_core/artifacts/cacheroot.py)."""
         if not self._opened:
             open_root(self.root)
             self._opened = True
@@ -257,14 +287,20 @@ class ArtifactStore:
     def path(self, kind: str, key: str) -> Path:
         return self.root / kind / key
 
-    def get_or_build(self, kind: str, key: str, config: dict[str, Any], build: Callable[..., dict[str, Any] | None],
-                     resumable: bool = False) -> Path:
+    def get_or_build(
+        self,
+        kind: str,
+        key: str,
+        config: dict[str, Any],
+        build: Callable[..., dict[str, Any] | None],
+        resumable: bool = False,
+    ) -> Path:
         """Return the verified directory of (kind, key), building it if absent.
 
         `build(out)` writes the artifact's files into `out` and may return extra manifest fields.
         With `resumable=True` it is called as `build(out, work)`: `work` is a stable directory kept
-        across interrupted attempts (the builder journals its progress there) and `out` lies inside it;
-        an attempt killed or interrupted leaves `work` for the next attempt to resume from."""
+        across interrupted attempts (the builder journals its progress there) and `out` lies inside
+        it; an attempt killed or interrupted leaves `work` for the next attempt to resume from."""
         self.open()
         final = self.path(kind, key)
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -296,12 +332,20 @@ class ArtifactStore:
     def _work_dir(self, final: Path, kind: str, key: str, config: dict[str, Any]) -> Path:
         """The resumable work directory, reused only if it belongs to this exact config and code."""
         work = partial_dir(final)
-        ident = {"kind": kind, "key": key, "config": json.loads(json.dumps(config)), "versions": versions(),
-                 "git_commit": git_commit()}
+        ident = {
+            "kind": kind,
+            "key": key,
+            "config": json.loads(json.dumps(config)),
+            "versions": versions(),
+            "git_commit": git_commit(),
+        }
         if work.exists():
             try:
-                same = {k: v for k, v in json.loads((work / PARTIAL).read_text()).items()
-                        if k != "rebuild_token"} == ident
+                same = {
+                    k: v
+                    for k, v in json.loads((work / PARTIAL).read_text()).items()
+                    if k != "rebuild_token"
+                } == ident
             except (OSError, json.JSONDecodeError, AttributeError):
                 same = False
             if not same or (self.rebuild and _token(work / PARTIAL) != self.rebuild):
@@ -313,20 +357,37 @@ class ArtifactStore:
             os.rename(tmp, work)
         return work
 
-    def _finish(self, final: Path, out: Path, kind: str, key: str, config: dict[str, Any],
-                run_build: Callable[[], dict[str, Any] | None]) -> None:
+    def _finish(
+        self,
+        final: Path,
+        out: Path,
+        kind: str,
+        key: str,
+        config: dict[str, Any],
+        run_build: Callable[[], dict[str, Any] | None],
+    ) -> None:
         _reset_peak_rss()
         t0, c0 = time.perf_counter(), time.process_time()
         extra = run_build() or {}
         build_s = round(time.perf_counter() - t0, 3)
         usage = {"cpu_s": round(time.process_time() - c0, 3), "peak_rss_mb": _peak_rss_mb()}
         manifest = {
-            "kind": kind, "key": key, "config": config, "versions": versions(),
-            "git_commit": git_commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "builder": {"pid": os.getpid(), "host": socket.gethostname()}, "build_s": build_s, **usage,
-            "rebuild_token": self.rebuild or None, **extra,
-            "files": {str(p.relative_to(out)): sha256_file(p)
-                      for p in sorted(out.rglob("*")) if p.is_file() and p.name != MANIFEST},
+            "kind": kind,
+            "key": key,
+            "config": config,
+            "versions": versions(),
+            "git_commit": git_commit(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "builder": {"pid": os.getpid(), "host": socket.gethostname()},
+            "build_s": build_s,
+            **usage,
+            "rebuild_token": self.rebuild or None,
+            **extra,
+            "files": {
+                str(p.relative_to(out)): sha256_file(p)
+                for p in sorted(out.rglob("*"))
+                if p.is_file() and p.name != MANIFEST
+            },
         }
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
         fsync_tree(out)
@@ -334,9 +395,22 @@ class ArtifactStore:
         os.rename(out, final)
         self._log_build(kind, key, build_s, usage)
 
-    def _log_build(self, kind: str, key: str, build_s: float, usage: dict[str, Any] | None = None) -> None:
-        line = json.dumps({"kind": kind, "key": key, "pid": os.getpid(), "build_s": build_s, **(usage or {}),
-                           "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n"
+    def _log_build(
+        self, kind: str, key: str, build_s: float, usage: dict[str, Any] | None = None
+    ) -> None:
+        line = (
+            json.dumps(
+                {
+                    "kind": kind,
+                    "key": key,
+                    "pid": os.getpid(),
+                    "build_s": build_s,
+                    **(usage or {}),
+                    "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                }
+            )
+            + "\n"
+        )
         fd = os.open(self.root / BUILD_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())  # one small O_APPEND write: atomic between processes
@@ -344,7 +418,8 @@ class ArtifactStore:
             os.close(fd)
 
     def verify(self, path: Path, config: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Check the manifest and every file's hash; raise ArtifactError naming the problem and fix."""
+        """Check the manifest and every file's hash; raise ArtifactError naming the problem and
+        fix."""
         return verify_dir(path, config)
 
     def manifest(self, path: Path) -> dict[str, Any]:

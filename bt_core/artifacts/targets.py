@@ -1,19 +1,21 @@
-"""The `Targets` artifact: sketched target gradients per checkpoint and seeded draw, the teacher-forced
-examples that define them, and the token-level alignment rows (written by `bt_core.targets.build`).
+"""The `Targets` artifact: sketched target gradients per checkpoint and seeded draw, the
+teacher-forced examples that define them, and the token-level alignment rows (written by
+`bt_core.targets.build`).
 
-Layout: ``steps.npy`` (n_ckpt,), ``report.json`` and one ``draw{d}/`` per draw holding ``<kind>.npy``
-(n_ckpt, k), ``<kind>_norm.npy`` (n_ckpt,) exact ‖t‖, ``examples_<kind>/`` (`TargetExamples` columns plus
-``ckpt.npy``, the row of `steps` each example belongs to) and ``token/`` (`TokenLevel`). Draw 0 is the
-target set of the training stream.
+Layout: ``steps.npy`` (n_ckpt,), ``report.json`` and one ``draw{d}/`` per draw holding
+``<kind>.npy`` (n_ckpt, k), ``<kind>_norm.npy`` (n_ckpt,) exact ‖t‖, ``examples_<kind>/``
+(`TargetExamples` columns plus ``ckpt.npy``, the row of `steps` each example belongs to) and
+``token/`` (`TokenLevel`). Draw 0 is the target set of the training stream.
 
 The kinds are defined here, with the artifact that holds them, so that estimators can check a
 `target=` argument without importing the builders (torch, the tokenizer, the training stack).
 
 Token level (PAPER_NOTES P4): the cosine of the whole-parameter behavior-token gradient with each
-target, per sampled behavior response (definition in `bt_core.targets.token_level`). Stored per draw in
-``token/``: ``ckpt.npy`` (n,) checkpoint row of each kept response, ``prompt.npy`` (n,) its prompt's index
-(`bt_core.targets.examples.behavior_prompts`), ``cos_<kind>.npy`` (n,), ``grad_norm.npy`` (n,) ‖q_i‖,
-``target_norm_<kind>.npy`` (n_ckpt,) exact ‖t‖ and ``responses/`` (the responses, `TargetExamples`).
+target, per sampled behavior response (definition in `bt_core.targets.token_level`). Stored per draw
+in ``token/``: ``ckpt.npy`` (n,) checkpoint row of each kept response, ``prompt.npy`` (n,) its
+prompt's index (`bt_core.targets.examples.behavior_prompts`), ``cos_<kind>.npy`` (n,),
+``grad_norm.npy`` (n,) ‖q_i‖, ``target_norm_<kind>.npy`` (n_ckpt,) exact ‖t‖ and ``responses/`` (the
+responses, `TargetExamples`).
 """
 
 from __future__ import annotations
@@ -39,14 +41,16 @@ class UnknownTargetError(ValueError):
 def check_kind(kind: str) -> str:
     """Return `kind` if it is a target kind, else raise `UnknownTargetError` listing the kinds."""
     if kind not in TARGET_KINDS:
-        raise UnknownTargetError(f"target={kind!r} is unknown; choose one of {', '.join(TARGET_KINDS)}")
+        raise UnknownTargetError(
+            f"target={kind!r} is unknown; choose one of {', '.join(TARGET_KINDS)}"
+        )
     return kind
 
 
 @dataclass(frozen=True)
 class TargetExamples:
-    """Teacher-forced sequences defining a target, t = Σ_j coef_j ∇(−m_j). Shapes: n rows; prompts and
-    replies right-padded; `mask` (n, Lr) flags the reply positions counted in m_j."""
+    """Teacher-forced sequences defining a target, t = Σ_j coef_j ∇(−m_j). Shapes: n rows; prompts
+    and replies right-padded; `mask` (n, Lr) flags the reply positions counted in m_j."""
 
     prompts: np.ndarray  # (n, Lp) int32
     prompt_len: np.ndarray  # (n,) int32
@@ -59,16 +63,27 @@ class TargetExamples:
         return int(self.coef.shape[0])
 
     @classmethod
-    def build(cls, prompts: list[list[int]], replies: list[list[int]], masks: list[list[bool]],
-              coef: list[float]) -> TargetExamples:
+    def build(
+        cls,
+        prompts: list[list[int]],
+        replies: list[list[int]],
+        masks: list[list[bool]],
+        coef: list[float],
+    ) -> TargetExamples:
         def pad(seqs, dtype):
             arr = np.zeros((len(seqs), max([len(x) for x in seqs] + [1])), dtype)
             for i, x in enumerate(seqs):
                 arr[i, : len(x)] = x
             return arr
 
-        return cls(pad(prompts, np.int32), np.array([len(p) for p in prompts], np.int32), pad(replies, np.int32),
-                   np.array([len(r) for r in replies], np.int32), pad(masks, bool), np.asarray(coef, np.float64))
+        return cls(
+            pad(prompts, np.int32),
+            np.array([len(p) for p in prompts], np.int32),
+            pad(replies, np.int32),
+            np.array([len(r) for r in replies], np.int32),
+            pad(masks, bool),
+            np.asarray(coef, np.float64),
+        )
 
     def save(self, d: Path, ckpt: np.ndarray) -> None:
         d.mkdir(parents=True, exist_ok=True)
@@ -88,12 +103,15 @@ class TargetExamples:
         return cls(**out)
 
     def select(self, rows: np.ndarray) -> TargetExamples:
-        return TargetExamples(**{f.name: np.asarray(getattr(self, f.name))[rows] for f in fields(self)})
+        return TargetExamples(
+            **{f.name: np.asarray(getattr(self, f.name))[rows] for f in fields(self)}
+        )
 
 
 @dataclass(frozen=True)
 class Alignment:
-    """Mean cos(q_i, t) over kept behavior responses at one checkpoint, with its bootstrap CI over responses."""
+    """Mean cos(q_i, t) over kept behavior responses at one checkpoint, with its bootstrap CI over
+    responses."""
 
     kind: str
     step: int
@@ -124,12 +142,16 @@ class TokenLevel:
         return cls(d, steps, TARGET_KINDS)
 
     def responses(self, step: int) -> TargetExamples | None:
-        """The kept behavior responses at checkpoint `step` (mask = the behavior positions), in row order."""
+        """The kept behavior responses at checkpoint `step` (mask = the behavior positions), in row
+        order."""
         d = self.path / "responses"
         if not d.exists():
             return None
         rows = np.flatnonzero(np.asarray(load_array(d / "ckpt.npy")) == self._row(step))
-        cols = {f.name: np.asarray(load_array(d / f"{f.name}.npy"))[rows] for f in fields(TargetExamples)}
+        cols = {
+            f.name: np.asarray(load_array(d / f"{f.name}.npy"))[rows]
+            for f in fields(TargetExamples)
+        }
         return TargetExamples(**cols) if rows.size else None
 
     def _row(self, step: int) -> int:
@@ -139,18 +161,25 @@ class TokenLevel:
         return int(hit[0])
 
     def cosines(self, kind: str, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """(cos, prompt) of the kept responses at checkpoint `step` with a defined cosine: (n,), (n,)."""
+        """(cos, prompt) of the kept responses at checkpoint `step` with a defined cosine: (n,),
+        (n,)."""
         j = self._row(step)
         if kind not in self.cos:
-            raise KeyError(f"target kind {kind!r} has no token-level data; kinds: {sorted(self.cos)}")
+            raise KeyError(
+                f"target kind {kind!r} has no token-level data; kinds: {sorted(self.cos)}"
+            )
         sel = (self.ckpt == j) & np.isfinite(self.cos[kind])
         return self.cos[kind][sel], self.prompt[sel]
 
-    def alignment(self, kind: str, step: int, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> Alignment:
+    def alignment(
+        self, kind: str, step: int, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0
+    ) -> Alignment:
         """Mean cosine and its percentile bootstrap CI, each response its own resampling unit (the
         reference's CI)."""
         cos, prompt = self.cosines(kind, step)
-        lo, hi = cluster_bootstrap_mean_ci(cos, np.arange(cos.size), n_boot=n_boot, alpha=alpha, seed=seed)
+        lo, hi = cluster_bootstrap_mean_ci(
+            cos, np.arange(cos.size), n_boot=n_boot, alpha=alpha, seed=seed
+        )
         mean = float(cos.mean()) if cos.size else math.nan
         return Alignment(kind, int(step), mean, lo, hi, int(cos.size), int(np.unique(prompt).size))
 
@@ -158,12 +187,13 @@ class TokenLevel:
 class Targets:
     """Sketched targets per checkpoint and draw, their examples, and the token-level alignment.
 
-    `vectors[kind]` / `norms[kind]` are draw 0's (the stream's), (n_ckpt, k) / (n_ckpt,); a zero row means
-    the target could not be built there (e.g. no sampled reply showed the behavior)."""
+    `vectors[kind]` / `norms[kind]` are draw 0's (the stream's), (n_ckpt, k) / (n_ckpt,); a zero row
+    means the target could not be built there (e.g. no sampled reply showed the behavior)."""
 
     def __init__(self, d: Path):
         self.path = Path(d)
-        verify_dir(self.path)  # loaded directly or through the store, the files match their manifest
+        # loaded directly or through the store, the files match their manifest
+        verify_dir(self.path)
         self.steps = np.asarray(load_array(self.path / "steps.npy"))
         self.report = json.loads((self.path / "report.json").read_text())
         self.n_draws = int(self.report["n_draws"])
@@ -174,8 +204,10 @@ class Targets:
 
     def _draw_dir(self, draw: int) -> Path:
         if not 0 <= draw < self.n_draws:
-            raise IndexError(f"draw={draw} is out of range: targets were built for {self.n_draws} draw(s); "
-                             "rebuild with more draws (DrawConfig.n_draws)")
+            raise IndexError(
+                f"draw={draw} is out of range: targets were built for {self.n_draws} draw(s); "
+                "rebuild with more draws (DrawConfig.n_draws)"
+            )
         return self.path / f"draw{draw}"
 
     def for_draw(self, draw: int) -> dict[str, np.ndarray]:
@@ -188,7 +220,8 @@ class Targets:
         return {k: np.asarray(load_array(d / f"{k}_norm.npy")) for k in self.kinds}
 
     def examples(self, kind: str, step: int, draw: int = 0) -> TargetExamples | None:
-        """The teacher-forced sequences of target `kind` at checkpoint `step` (None if not built there)."""
+        """The teacher-forced sequences of target `kind` at checkpoint `step` (None if not built
+        there)."""
         check_kind(kind)
         j = self.checkpoint_row(step)
         d = self._draw_dir(draw) / f"examples_{kind}"
@@ -197,7 +230,10 @@ class Targets:
         rows = np.flatnonzero(np.asarray(load_array(d / "ckpt.npy")) == j)
         if rows.size == 0:
             return None
-        cols = {f.name: np.asarray(load_array(d / f"{f.name}.npy"))[rows] for f in fields(TargetExamples)}
+        cols = {
+            f.name: np.asarray(load_array(d / f"{f.name}.npy"))[rows]
+            for f in fields(TargetExamples)
+        }
         return TargetExamples(**cols)
 
     def token_level(self, draw: int = 0):
@@ -206,11 +242,20 @@ class Targets:
             self._token[draw] = TokenLevel.load(self._draw_dir(draw) / "token", self.steps)
         return self._token[draw]
 
-    def token_alignment(self, kind: str, step: int, draw: int = 0, n_boot: int = 1000, alpha: float = 0.05,
-                        seed: int = 0):
-        """Mean cosine of the behavior-token gradient with target `kind` at checkpoint `step`, with a
-        bootstrap CI over responses; see `TokenLevel`."""
-        return self.token_level(draw).alignment(check_kind(kind), step, n_boot=n_boot, alpha=alpha, seed=seed)
+    def token_alignment(
+        self,
+        kind: str,
+        step: int,
+        draw: int = 0,
+        n_boot: int = 1000,
+        alpha: float = 0.05,
+        seed: int = 0,
+    ):
+        """Mean cosine of the behavior-token gradient with target `kind` at checkpoint `step`, with
+        a bootstrap CI over responses; see `TokenLevel`."""
+        return self.token_level(draw).alignment(
+            check_kind(kind), step, n_boot=n_boot, alpha=alpha, seed=seed
+        )
 
     def checkpoint_row(self, step: int) -> int:
         hit = np.flatnonzero(self.steps == step)

@@ -1,8 +1,8 @@
 """Evidence: the attribution problems built from every seed's artifacts, their labels, and memoized,
 validated scores.
 
-Checklist items read only this object. A draw problem carries the targets of its own seeded draw (the
-in-context target of draw d was sampled with draw d's seed); stream problems carry draw 0's.
+Checklist items read only this object. A draw problem carries the targets of its own seeded draw
+(the in-context target of draw d was sampled with draw d's seed); stream problems carry draw 0's.
 
 The problems are label-free (`AttributionProblem`); the labels they are scored against stay here:
 `labels(problem)` (n_rollouts,) and `truth(problem)` (n_units,); on draws also the causal label,
@@ -11,14 +11,15 @@ handed, not even one that declares the labels. Each estimator gets its own `hand
 (read-only arrays, a fresh object), and only one that declares ``needs = ("labels",)`` gets the
 `LabelledProblem` variant.
 
-An estimator that declares `needs` is handed only those fields (`AttributionProblem.handout(needs)`); reading
-another fails its items with a reason naming the field. Estimators are keyed by `EstimatorSpec.key`, (origin,
-name): a plug-in named like a built-in shares nothing with it. Each `score` call is timed
-(`scoring_times`) with pytest-benchmark's timer.
+An estimator that declares `needs` is handed only those fields
+(`AttributionProblem.handout(needs)`); reading another fails its items with a reason naming the
+field. Estimators are keyed by `EstimatorSpec.key`, (origin, name): a plug-in named like a built-in
+shares nothing with it. Each `score` call is timed (`scoring_times`) with pytest-benchmark's timer.
 
-Scores are computed once per (estimator, problem) and checked: a wrong shape, NaN/inf, an all-constant
-vector or an exception inside `score` (a write into its read-only inputs among them) becomes an
-`EstimatorFailure` that the item reports as a failed verdict naming the estimator and the problem.
+Scores are computed once per (estimator, problem) and checked: a wrong shape, NaN/inf, an
+all-constant vector or an exception inside `score` (a write into its read-only inputs among them)
+becomes an `EstimatorFailure` that the item reports as a failed verdict naming the estimator and the
+problem.
 """
 
 from __future__ import annotations
@@ -59,31 +60,42 @@ def cache_roots(artifacts: dict[int, SeedArtifacts]) -> list[Path]:
 
 
 class EstimatorFailure(RuntimeError):
-    """An estimator raised, or returned scores that cannot be ranked. `declined` is True when it raised
-    `bt_core.attribution.registry.Declined`: a documented limitation (e.g. an adapter refusing the training
-    stream). `missing_extra` holds the install message when it raised `bt_core.extras.MissingExtra`."""
+    """An estimator raised, or returned scores that cannot be ranked. `declined` is True when it
+    raised `bt_core.attribution.registry.Declined`: a documented limitation (e.g. an adapter
+    refusing the training stream). `missing_extra` holds the install message when it raised
+    `bt_core.extras.MissingExtra`."""
 
     declined: bool = False
     missing_extra: str | None = None
 
 
 class Evidence:
-    def __init__(self, artifacts: dict[int, SeedArtifacts], scale: str, estimator_params: dict | None = None,
-                 scoring: str = "sandbox"):
-        """`scoring`: where `score()` runs (`bt_core.attribution.sandbox.MODES`): "sandbox" (a worker
-        process under bubblewrap, or a plain subprocess marked "unsandboxed" where bubblewrap cannot run),
-        "subprocess" or "in-process" (explicit; marked on every record)."""
+    def __init__(
+        self,
+        artifacts: dict[int, SeedArtifacts],
+        scale: str,
+        estimator_params: dict | None = None,
+        scoring: str = "sandbox",
+    ):
+        """`scoring`: where `score()` runs (`bt_core.attribution.sandbox.MODES`): "sandbox" (a
+        worker process under bubblewrap, or a plain subprocess marked "unsandboxed" where bubblewrap
+        cannot run), "subprocess" or "in-process" (explicit; marked on every record)."""
         self.artifacts = artifacts
         self.scale = scale
         self.estimator_params = estimator_params or {}
         self.scorer = make_scorer(scoring, cache_roots(artifacts))
-        self._beside_labels = InProcess("reads the labels: a built-in validation estimator, scored beside them")
+        self._beside_labels = InProcess(
+            "reads the labels: a built-in validation estimator, scored beside them"
+        )
         self._problems: dict[tuple, AttributionProblem] = {}
-        self._labels: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # problem name → (labels, truth)
+        # problem name → (labels, truth)
+        self._labels: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._effects: dict[str, np.ndarray] = {}  # draw problem name → the causal label
         self._scores: dict[tuple, np.ndarray | EstimatorFailure] = {}
-        self._times: dict[tuple, dict[str, dict]] = {}  # estimator key → {problem name: {seed, seconds}}
-        self._mapped_seed: int | None = None  # the seed whose memory-mapped sketches may be resident
+        # estimator key → {problem name: {seed, seconds}}
+        self._times: dict[tuple, dict[str, dict]] = {}
+        # the seed whose memory-mapped sketches may be resident
+        self._mapped_seed: int | None = None
 
     def _visit(self, seed: int) -> None:
         """Judging reads one seed at a time: on moving to another seed, the pages of the last one's
@@ -115,8 +127,8 @@ class Evidence:
         return self._problems[key]
 
     def labels(self, problem: AttributionProblem) -> np.ndarray:
-        """(n_rollouts,) bool: what `problem` is scored against — the planted GT on the stream, the behavior
-        label on draws (read-only)."""
+        """(n_rollouts,) bool: what `problem` is scored against — the planted GT on the stream, the
+        behavior label on draws (read-only)."""
         return self._labels[problem.name][0]
 
     def effect(self, problem: AttributionProblem) -> np.ndarray:
@@ -135,27 +147,57 @@ class Evidence:
     def _stream(a: SeedArtifacts, level: str) -> tuple[AttributionProblem, np.ndarray, np.ndarray]:
         t, sk, tg = a.run.rollouts, a.sketches, a.targets
         step, gt = np.asarray(t.step), np.asarray(t.gt, bool)
-        common = dict(kind="stream", level=level, seed=a.run.seed, targets=tg.vectors, checkpoint_steps=tg.steps,
-                      model_at=ModelLoader(a.run), codec=a.run.token_ids, target_examples=examples_of(tg, 0),
-                      draw=0,
-                      preconditioner=PreconditionerLoader(a.run), project=Projection(sk),
-                      optimizer_at=OptimizerLoader(a.run), grad_clip=float(a.run.config.grpo.grad_clip),
-                      measure=measure_of(a))
+        common = dict(
+            kind="stream",
+            level=level,
+            seed=a.run.seed,
+            targets=tg.vectors,
+            checkpoint_steps=tg.steps,
+            model_at=ModelLoader(a.run),
+            codec=a.run.token_ids,
+            target_examples=examples_of(tg, 0),
+            draw=0,
+            preconditioner=PreconditionerLoader(a.run),
+            project=Projection(sk),
+            optimizer_at=OptimizerLoader(a.run),
+            grad_clip=float(a.run.config.grpo.grad_clip),
+            measure=measure_of(a),
+        )
         if level == "rollout":
             p = AttributionProblem(
-                emb=sk.emb, weight=np.asarray(t.advantage, np.float64), grad_norm=np.asarray(sk.grad_norm),
-                fluency=np.asarray(sk.fluency), step=step, group=np.asarray(t.group), lr=np.asarray(t.lr),
-                ckpt_index=tg.index_of(step), unit_of_rollout=np.arange(len(t)),
-                name=f"seed{a.run.seed}/stream/rollout", rollouts=RolloutView.of(t), **common)
+                emb=sk.emb,
+                weight=np.asarray(t.advantage, np.float64),
+                grad_norm=np.asarray(sk.grad_norm),
+                fluency=np.asarray(sk.fluency),
+                step=step,
+                group=np.asarray(t.group),
+                lr=np.asarray(t.lr),
+                ckpt_index=tg.index_of(step),
+                unit_of_rollout=np.arange(len(t)),
+                name=f"seed{a.run.seed}/stream/rollout",
+                rollouts=RolloutView.of(t),
+                **common,
+            )
             return p, gt, gt.astype(float)
         steps = np.asarray(sk.steps)
         unit = np.searchsorted(steps, step)
         counts = np.bincount(unit, minlength=len(steps))
-        mean = lambda x: np.bincount(unit, weights=np.asarray(x, float), minlength=len(steps)) / counts  # noqa: E731
+        mean = lambda x: (
+            np.bincount(unit, weights=np.asarray(x, float), minlength=len(steps)) / counts
+        )  # noqa: E731
         p = AttributionProblem(
-            emb=np.asarray(sk.step_emb), weight=np.ones(len(steps)), grad_norm=np.asarray(sk.step_norm),
-            fluency=mean(sk.fluency), step=steps, group=steps, lr=mean(t.lr), ckpt_index=tg.index_of(steps),
-            unit_of_rollout=unit, name=f"seed{a.run.seed}/stream/step", **common)
+            emb=np.asarray(sk.step_emb),
+            weight=np.ones(len(steps)),
+            grad_norm=np.asarray(sk.step_norm),
+            fluency=mean(sk.fluency),
+            step=steps,
+            group=steps,
+            lr=mean(t.lr),
+            ckpt_index=tg.index_of(steps),
+            unit_of_rollout=unit,
+            name=f"seed{a.run.seed}/stream/step",
+            **common,
+        )
         return p, gt, mean(gt)
 
     @staticmethod
@@ -166,30 +208,47 @@ class Evidence:
         n = len(t)
         lr = np.full(n, a.run.config.grpo.lr)
         p = AttributionProblem(
-            kind="draw", level="rollout", seed=a.run.seed, emb=sk.emb, weight=np.ones(n),
-            grad_norm=np.asarray(sk.grad_norm), fluency=np.asarray(sk.fluency), step=np.asarray(t.step),
-            group=np.asarray(t.group), lr=lr, ckpt_index=tg.index_of(np.asarray(t.step)),
-            targets=tg.for_draw(draw), checkpoint_steps=tg.steps, unit_of_rollout=np.arange(n),
-            model_at=ModelLoader(a.run), name=f"seed{a.run.seed}/draw{draw}",
-            extra={"analysis_step": d.analysis_step}, rollouts=RolloutView.of(t, advantage=np.ones(n), lr=lr),
-            codec=a.run.token_ids, target_examples=examples_of(tg, draw), draw=draw,
-            preconditioner=PreconditionerLoader(a.run), project=Projection(a.sketches),
-            optimizer_at=OptimizerLoader(a.run), grad_clip=float(a.run.config.grpo.grad_clip))
+            kind="draw",
+            level="rollout",
+            seed=a.run.seed,
+            emb=sk.emb,
+            weight=np.ones(n),
+            grad_norm=np.asarray(sk.grad_norm),
+            fluency=np.asarray(sk.fluency),
+            step=np.asarray(t.step),
+            group=np.asarray(t.group),
+            lr=lr,
+            ckpt_index=tg.index_of(np.asarray(t.step)),
+            targets=tg.for_draw(draw),
+            checkpoint_steps=tg.steps,
+            unit_of_rollout=np.arange(n),
+            model_at=ModelLoader(a.run),
+            name=f"seed{a.run.seed}/draw{draw}",
+            extra={"analysis_step": d.analysis_step},
+            rollouts=RolloutView.of(t, advantage=np.ones(n), lr=lr),
+            codec=a.run.token_ids,
+            target_examples=examples_of(tg, draw),
+            draw=draw,
+            preconditioner=PreconditionerLoader(a.run),
+            project=Projection(a.sketches),
+            optimizer_at=OptimizerLoader(a.run),
+            grad_clip=float(a.run.config.grpo.grad_clip),
+        )
         return p, beh, beh.astype(float)
 
     # ------------------------------------------------------------------ scores
     def settings(self, spec: EstimatorSpec) -> dict:
         """The settings `spec` is scored with (recorded in every scorecard row): its constructor's
-        defaults, the session's `--estimator-param` values, and whatever the built estimator reports in
-        its `params`."""
+        defaults, the session's `--estimator-param` values, and whatever the built estimator reports
+        in its `params`."""
         given = self.estimator_params.get(spec.name, {})
         declared = spec.settings(**given)
         own = self._scorer(spec).params(spec, given)
         return {**declared, **spec.settings(**own)} if isinstance(own, dict) and own else declared
 
     def _scorer(self, spec: EstimatorSpec):
-        """Where `spec` scores: the session's scorer; the built-in validation estimator (the oracle, handed
-        the labels by declaration) beside the labels."""
+        """Where `spec` scores: the session's scorer; the built-in validation estimator (the oracle,
+        handed the labels by declaration) beside the labels."""
         return self._beside_labels if spec.builtin_validation else self.scorer
 
     def scoring(self, spec: EstimatorSpec) -> Scoring:
@@ -201,8 +260,8 @@ class Evidence:
         self.scorer.close()
 
     def scoring_times(self, spec: EstimatorSpec) -> dict[str, dict]:
-        """How long `spec` took on each problem scored so far in this session: problem name → {"seed",
-        "seconds"} (its `score` call, and building the estimator on its first)."""
+        """How long `spec` took on each problem scored so far in this session: problem name →
+        {"seed", "seconds"} (its `score` call, and building the estimator on its first)."""
         return dict(self._times.get(spec.key, {}))
 
     def scores(self, spec: EstimatorSpec, problem: AttributionProblem) -> np.ndarray:
@@ -211,36 +270,55 @@ class Evidence:
         if key not in self._scores:
             self._visit(problem.seed)
             self._scores[key] = self._compute(spec, problem)
-            release(problem.emb)  # one scoring pass read it whole; the next reader faults back what it needs
+            # one scoring pass read it whole; the next reader faults back what it needs
+            release(problem.emb)
         res = self._scores[key]
         if isinstance(res, EstimatorFailure):
             raise res
         return res
 
-    def _compute(self, spec: EstimatorSpec, problem: AttributionProblem) -> np.ndarray | EstimatorFailure:
+    def _compute(
+        self, spec: EstimatorSpec, problem: AttributionProblem
+    ) -> np.ndarray | EstimatorFailure:
         where = f"estimator {spec.name!r} on {problem.name}"
         if problem.level not in spec.levels:
-            return EstimatorFailure(f"{where}: it supports levels {list(spec.levels)}, not {problem.level!r}")
+            return EstimatorFailure(
+                f"{where}: it supports levels {list(spec.levels)}, not {problem.level!r}"
+            )
         unknown = [f for f in spec.needs if f not in problem_fields()]
         if unknown:
-            return EstimatorFailure(f"{where}: its needs {list(spec.needs)} name(s) {unknown}, which no problem "
-                                    f"has; the fields: {', '.join(problem_fields())}")
-        lacking = [f for f in spec.needs if f not in LABEL_FIELDS and getattr(problem, f, None) is None]
+            return EstimatorFailure(
+                f"{where}: its needs {list(spec.needs)} name(s) {unknown}, which no problem "
+                f"has; the fields: {', '.join(problem_fields())}"
+            )
+        lacking = [
+            f for f in spec.needs if f not in LABEL_FIELDS and getattr(problem, f, None) is None
+        ]
         if lacking:
-            return EstimatorFailure(f"{where}: it needs problem field(s) {lacking}, which this problem does not have")
-        full = problem.with_labels(self.truth(problem), self.labels(problem)) if spec.reads_labels else problem
+            return EstimatorFailure(
+                f"{where}: it needs problem field(s) {lacking}, which this problem does not have"
+            )
+        full = (
+            problem.with_labels(self.truth(problem), self.labels(problem))
+            if spec.reads_labels
+            else problem
+        )
         start = default_timer()
         try:
             out = self._scorer(spec).score(spec, self.estimator_params.get(spec.name, {}), full)
         finally:
-            self._times.setdefault(spec.key, {})[problem.name] = {"seed": problem.seed,
-                                                                  "seconds": default_timer() - start}
+            self._times.setdefault(spec.key, {})[problem.name] = {
+                "seed": problem.seed,
+                "seconds": default_timer() - start,
+            }
         return _validated(where, spec, problem, out)
 
 
-def _validated(where: str, spec: EstimatorSpec, problem: AttributionProblem,
-               out: Outcome) -> np.ndarray | EstimatorFailure:
-    """The scores of one `score` call, read-only, or the failure its `out` and its scores amount to."""
+def _validated(
+    where: str, spec: EstimatorSpec, problem: AttributionProblem, out: Outcome
+) -> np.ndarray | EstimatorFailure:
+    """The scores of one `score` call, read-only, or the failure its `out` and its scores amount
+    to."""
     if out.undeclared:  # whatever it did after reading a field it did not declare (even caught)
         return _undeclared(where, spec, out.undeclared)
     if out.error is not None:
@@ -249,18 +327,23 @@ def _validated(where: str, spec: EstimatorSpec, problem: AttributionProblem,
         return failure
     s = out.scores
     if s.shape != (problem.n_units,):
-        return EstimatorFailure(f"{where} returned shape {s.shape}; expected ({problem.n_units},): "
-                                "one score per unit")
+        return EstimatorFailure(
+            f"{where} returned shape {s.shape}; expected ({problem.n_units},): one score per unit"
+        )
     bad = int((~np.isfinite(s)).sum())
     if bad:
         return EstimatorFailure(f"{where} returned {bad} non-finite score(s) (NaN/inf) of {s.size}")
     if s.size > 1 and np.all(s == s[0]):
-        return EstimatorFailure(f"{where} returned the same score ({s[0]:.4g}) for every unit: it ranks nothing")
+        return EstimatorFailure(
+            f"{where} returned the same score ({s[0]:.4g}) for every unit: it ranks nothing"
+        )
     return readonly(s)
 
 
 def _undeclared(where: str, spec: EstimatorSpec, reads: list[str]) -> EstimatorFailure:
     fields_read = list(dict.fromkeys(reads))
-    return EstimatorFailure(f"{where} read undeclared problem field(s) {fields_read}: its needs {list(spec.needs)} "
-                            "do not declare them, and an estimator is handed only what it declares (add them to "
-                            "its `needs`)")
+    return EstimatorFailure(
+        f"{where} read undeclared problem field(s) {fields_read}: its needs {list(spec.needs)} "
+        "do not declare them, and an estimator is handed only what it declares (add them to "
+        "its `needs`)"
+    )

@@ -1,8 +1,8 @@
 """The lazy handles an attribution problem carries instead of the artifacts: a checkpoint's model
-(`problem.model_at`), its AdamW state and preconditioner, the sketches' projector, a target's examples and
-the counterfactual items' behavior measure. Each holds configs and file paths, never the `Run` or the
-`SeedArtifacts` (whose rollout table holds the answers); torch and the training stage are imported only
-when one is called. `Evidence` builds problems with them."""
+(`problem.model_at`), its AdamW state and preconditioner, the sketches' projector, a target's
+examples and the counterfactual items' behavior measure. Each holds configs and file paths, never
+the `Run` or the `SeedArtifacts` (whose rollout table holds the answers); torch and the training
+stage are imported only when one is called. `Evidence` builds problems with them."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from bt_core.artifacts.targets import TargetExamples
 
 
 class ModelLoader:
-    """checkpoint step → a fresh model of a run there (`problem.model_at`). It holds the model config, the
-    seed and the checkpoint files, not the `Run`: an estimator that computes its own gradients gets the
-    parameters, never a handle on the run's rollout table (whose `gt` column is the answer). The training
-    stage (torch, transformers) is imported only when it is called."""
+    """checkpoint step → a fresh model of a run there (`problem.model_at`). It holds the model
+    config, the seed and the checkpoint files, not the `Run`: an estimator that computes its own
+    gradients gets the parameters, never a handle on the run's rollout table (whose `gt` column is
+    the answer). The training stage (torch, transformers) is imported only when it is called."""
 
     def __init__(self, run: Run):
         self._config, self._vocab, self._seed = run.config.model, run.token_ids.vocab_size, run.seed
@@ -43,9 +43,10 @@ class ModelLoader:
 
 
 class PreconditionerLoader:
-    """checkpoint step → the flat AdamW preconditioner 1/(√v̂+ε) stored there, or None before the first update
-    (`problem.preconditioner`; `bt_core.training.checkpoints.adam_preconditioner_of`). Like `ModelLoader` it
-    holds the configs and the checkpoint files, never the `Run` (whose rollout table holds the answers)."""
+    """checkpoint step → the flat AdamW preconditioner 1/(√v̂+ε) stored there, or None before the
+    first update (`problem.preconditioner`; `bt_core.training.checkpoints.adam_preconditioner_of`).
+    Like `ModelLoader` it holds the configs and the checkpoint files, never the `Run` (whose rollout
+    table holds the answers)."""
 
     def __init__(self, run: Run):
         self._models = ModelLoader(run)
@@ -66,8 +67,9 @@ class PreconditionerLoader:
 
 
 class OptimizerLoader:
-    """(checkpoint step, model) → the run's AdamW over `model`'s parameters with the state stored at that
-    checkpoint (`problem.optimizer_at`). Like `ModelLoader` it holds the config and the files, never the `Run`."""
+    """(checkpoint step, model) → the run's AdamW over `model`'s parameters with the state stored at
+    that checkpoint (`problem.optimizer_at`). Like `ModelLoader` it holds the config and the files,
+    never the `Run`."""
 
     def __init__(self, run: Run):
         self._grpo = run.config.grpo
@@ -102,17 +104,25 @@ def measure_of(a: SeedArtifacts) -> BehaviorMeasure | None:
     if r is None:
         return None
     ex = r.measure.examples
-    return BehaviorMeasure(int(r.measure.step), TargetExamples(**{f.name: readonly(getattr(ex, f.name))
-                                                                 for f in fields(TargetExamples)}), readonly(r.window))
+    return BehaviorMeasure(
+        int(r.measure.step),
+        TargetExamples(**{f.name: readonly(getattr(ex, f.name)) for f in fields(TargetExamples)}),
+        readonly(r.window),
+    )
 
 
 class Projection:
-    """flat (n_params,) → (k,): the projector the sketches were built with (`problem.project`), built on first
-    use. It holds the projector's settings only, not the sketches or the run."""
+    """flat (n_params,) → (k,): the projector the sketches were built with (`problem.project`),
+    built on first use. It holds the projector's settings only, not the sketches or the run."""
 
     def __init__(self, sketches):
         cfg = sketches.config()
-        self._args = (cfg["projector"], int(sketches.report["n_params"]), int(cfg["k"]), int(cfg["hash_seed"]))
+        self._args = (
+            cfg["projector"],
+            int(sketches.report["n_params"]),
+            int(cfg["k"]),
+            int(cfg["hash_seed"]),
+        )
         self._proj = None
 
     def __call__(self, flat: np.ndarray) -> np.ndarray:

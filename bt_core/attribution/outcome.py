@@ -1,8 +1,8 @@
 """One `score` call and what came of it: the same code in the judge (in-process scoring) and in the
 scoring worker (`bt_core.attribution.worker`), so both paths fail an estimator with the same reason.
 
-`Outcome` travels from the worker as JSON next to a ``.npy`` of the scores (never a pickle: the judge
-unpickles nothing a plug-in wrote).
+`Outcome` travels from the worker as JSON next to a ``.npy`` of the scores (never a pickle: the
+judge unpickles nothing a plug-in wrote).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ __all__ = ["Outcome", "call_score"]
 
 @dataclass
 class Outcome:
-    """What one `score` call gave. `scores` (n_units,) float64 when it returned something numeric; else
-    `error` holds the reason as it follows "estimator NAME on PROBLEM" in a failure message."""
+    """What one `score` call gave. `scores` (n_units,) float64 when it returned something numeric;
+    else `error` holds the reason as it follows "estimator NAME on PROBLEM" in a failure message."""
 
     scores: np.ndarray | None = None
     error: str | None = None
@@ -41,8 +41,10 @@ class Outcome:
 
     @classmethod
     def from_json(cls, d: dict, scores: np.ndarray | None) -> Outcome:
-        return cls(scores=scores, **{k: d[k] for k in ("error", "declined", "missing_extra", "undeclared",
-                                                       "seconds")})
+        return cls(
+            scores=scores,
+            **{k: d[k] for k in ("error", "declined", "missing_extra", "undeclared", "seconds")},
+        )
 
 
 def _raised(e: BaseException, factory) -> Outcome:
@@ -58,8 +60,9 @@ def _raised(e: BaseException, factory) -> Outcome:
 
 
 def call_score(build: Callable[[], object], factory, given: AttributionProblem) -> Outcome:
-    """``build().score(given)``, classified: an exception (a write into its read-only inputs among them,
-    or its `pytest.skip`) becomes an error; a read of an undeclared field is noted even when caught."""
+    """``build().score(given)``, classified: an exception (a write into its read-only inputs among
+    them, or its `pytest.skip`) becomes an error; a read of an undeclared field is noted even when
+    caught."""
     start = default_timer()
     try:
         raw = build().score(given)
@@ -67,7 +70,8 @@ def call_score(build: Callable[[], object], factory, given: AttributionProblem) 
         if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
             raise
         out = _raised(e, factory)
-        out.undeclared = list(undeclared_reads(given))  # whatever it raised after an undeclared read
+        # whatever it raised after an undeclared read
+        out.undeclared = list(undeclared_reads(given))
         out.seconds = default_timer() - start
         return out
     seconds = default_timer() - start
@@ -76,5 +80,7 @@ def call_score(build: Callable[[], object], factory, given: AttributionProblem) 
     try:
         s = np.asarray(raw, dtype=np.float64)
     except (TypeError, ValueError) as e:
-        return Outcome(error=f" returned {type(raw).__name__} that is not numeric: {e}", seconds=seconds)
+        return Outcome(
+            error=f" returned {type(raw).__name__} that is not numeric: {e}", seconds=seconds
+        )
     return Outcome(scores=s, seconds=seconds)

@@ -1,5 +1,5 @@
-"""Estimator registry: how an estimator is declared (`Estimator`, `register`, `EstimatorSpec`) and the
-errors of lookup. Which estimators exist (built-ins, plug-ins, `pkg.mod:factory` paths) is
+"""Estimator registry: how an estimator is declared (`Estimator`, `register`, `EstimatorSpec`) and
+the errors of lookup. Which estimators exist (built-ins, plug-ins, `pkg.mod:factory` paths) is
 `bt_core.attribution.catalog`'s business, so this module imports no estimator.
 
     from bt_core.attribution import Estimator, register
@@ -37,21 +37,23 @@ class Estimator:
 
     name: str = ""
     levels: tuple[str, ...] = LEVELS
-    # the problem fields it reads: it is handed only these (reading another fails its items); "labels":
-    # validation only. A subclass that does not set `needs` sees every field and counts as a target reader.
+    # the problem fields it reads: it is handed only these (reading another fails its items);
+    # "labels": validation only. A subclass that does not set `needs` sees every field and counts as
+    # a target reader.
     needs: tuple[str, ...] = ()
-    # what the estimator is for (one of `ROLES`), recorded as every scorecard row's estimator_spec.role:
-    # "method" (an attribution method, the default), "control" (a target-free baseline the items compare
-    # with) or "validation" (reads the labels on purpose, to show the suite can be passed). Only a
-    # built-in's declaration counts (`EstimatorSpec.role`): a plug-in is a method, or validation if it
-    # reads the labels, whatever it declares.
+    # what the estimator is for (one of `ROLES`), recorded as every scorecard row's
+    # estimator_spec.role: "method" (an attribution method, the default), "control" (a target-free
+    # baseline the items compare with) or "validation" (reads the labels on purpose, to show the
+    # suite can be passed). Only a built-in's declaration counts (`EstimatorSpec.role`): a plug-in
+    # is a method, or validation if it reads the labels, whatever it declares.
     role: str = "method"
 
     def __init__(self, **params):
         self.params = params
 
     def score(self, problem) -> np.ndarray:  # pragma: no cover - interface
-        """Return one float per unit of `problem`, shape (problem.n_units,); higher = more responsible."""
+        """Return one float per unit of `problem`, shape (problem.n_units,); higher = more
+        responsible."""
         raise NotImplementedError
 
 
@@ -68,35 +70,49 @@ class EstimatorSpec:
     def create(self, **params) -> Estimator:
         est = self.factory(**params)
         if not hasattr(est, "score"):
-            raise TypeError(f"estimator {self.name!r} ({self.origin}) built an object without a score() method")
+            raise TypeError(
+                f"estimator {self.name!r} ({self.origin}) built an object without a score() method"
+            )
         return est
 
     def parameters(self) -> list[str] | None:
-        """The keyword settings its factory accepts, or None when it takes ``**kwargs`` (anything)."""
+        """The keyword settings its factory accepts, or None when it takes ``**kwargs``
+        (anything)."""
         sig = _signature(self.factory)
         if sig is None or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
             return None
-        return [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        return [
+            p.name
+            for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
 
     def settings(self, **params) -> dict:
         """The settings it is built with: its factory's declared defaults, overridden by `params`
         (JSON-safe: a default that JSON cannot hold is recorded as its repr)."""
         sig = _signature(self.factory)
-        defaults = {} if sig is None else {p.name: _json_safe(p.default) for p in sig.parameters.values()
-                                           if p.default is not p.empty}
+        defaults = (
+            {}
+            if sig is None
+            else {
+                p.name: _json_safe(p.default)
+                for p in sig.parameters.values()
+                if p.default is not p.empty
+            }
+        )
         return {**defaults, **{k: _json_safe(v) for k, v in params.items()}}
 
     @property
     def key(self) -> tuple[str, str]:
-        """What identifies it in a session's evidence (scores, memos, built instances): (origin, name). A
-        plug-in named like a built-in is another estimator and inherits nothing of it."""
+        """What identifies it in a session's evidence (scores, memos, built instances): (origin,
+        name). A plug-in named like a built-in is another estimator and inherits nothing of it."""
         return (self.origin, self.name)
 
     @property
     def declares_needs(self) -> bool:
-        """Whether it declared `needs` itself (its class or a base other than `Estimator`, or a factory's
-        own `needs` attribute). One that declares nothing sees every problem field and is treated as a
-        target reader; one that declares sees only the fields it lists."""
+        """Whether it declared `needs` itself (its class or a base other than `Estimator`, or a
+        factory's own `needs` attribute). One that declares nothing sees every problem field and is
+        treated as a target reader; one that declares sees only the fields it lists."""
         mro = getattr(self.factory, "__mro__", None)
         if mro is None:
             return "needs" in getattr(self.factory, "__dict__", {})
@@ -104,10 +120,11 @@ class EstimatorSpec:
 
     @property
     def builtin_adapter(self) -> bool:
-        """One of this package's library adapters (`bt_core.attribution.adapters`): the only estimator whose
-        missing optional extra may skip its items instead of failing them."""
-        return self.origin.startswith("adapter:") and \
-            getattr(self.factory, "__module__", "").startswith("bt_core.attribution.adapters.")
+        """One of this package's library adapters (`bt_core.attribution.adapters`): the only
+        estimator whose missing optional extra may skip its items instead of failing them."""
+        return self.origin.startswith("adapter:") and getattr(
+            self.factory, "__module__", ""
+        ).startswith("bt_core.attribution.adapters.")
 
     @property
     def reads_labels(self) -> bool:
@@ -116,9 +133,10 @@ class EstimatorSpec:
 
     @property
     def builtin_validation(self) -> bool:
-        """A label reader the suite admits: a built-in that declares ``role = "validation"`` (the oracle).
-        Every other label reader is refused as a gate: its verdicts fail with "reads labels — validation
-        only"."""
+        """A label reader the suite admits: a built-in that declares ``role = "validation"`` (the
+        oracle).
+        Every other label reader is refused as a gate: its verdicts fail with "reads labels —
+        validation only"."""
         return self.reads_labels and self.origin == "builtin" and self.declared_role == "validation"
 
     @property
@@ -127,11 +145,18 @@ class EstimatorSpec:
         'method' (everything else: a plug-in's own declaration does not make it a control)."""
         if self.reads_labels:
             return "validation"
-        return "control" if self.origin == "builtin" and self.declared_role == "control" else "method"
+        return (
+            "control" if self.origin == "builtin" and self.declared_role == "control" else "method"
+        )
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "levels": list(self.levels), "origin": self.origin, "needs": list(self.needs),
-                "reads_labels": self.reads_labels}
+        return {
+            "name": self.name,
+            "levels": list(self.levels),
+            "origin": self.origin,
+            "needs": list(self.needs),
+            "reads_labels": self.reads_labels,
+        }
 
 
 def _signature(factory) -> inspect.Signature | None:
@@ -150,9 +175,9 @@ def _json_safe(v):
 
 
 class Declined(Exception):
-    """Raised by `score` for a problem the estimator documents it does not handle (e.g. too many units for
-    a library adapter). Evidence reports it as an `EstimatorFailure` whose `declined` is True, so a checklist
-    item can tell a documented limitation from a bug."""
+    """Raised by `score` for a problem the estimator documents it does not handle (e.g. too many
+    units for a library adapter). Evidence reports it as an `EstimatorFailure` whose `declined` is
+    True, so a checklist item can tell a documented limitation from a bug."""
 
 
 class UnknownEstimatorError(LookupError):
@@ -170,11 +195,15 @@ def spec_from(obj, name: str | None, origin: str) -> EstimatorSpec:
     levels = tuple(getattr(obj, "levels", LEVELS))
     bad = [lv for lv in levels if lv not in LEVELS]
     if bad:
-        raise ValueError(f"estimator {est_name!r} declares unknown level(s) {bad}; allowed: {list(LEVELS)}")
+        raise ValueError(
+            f"estimator {est_name!r} declares unknown level(s) {bad}; allowed: {list(LEVELS)}"
+        )
     role = getattr(obj, "role", "method")
     if role not in ROLES:
-        raise ValueError(f"estimator {est_name!r} declares role={role!r}; choose one of {list(ROLES)} "
-                         "(or leave it unset: a method)")
+        raise ValueError(
+            f"estimator {est_name!r} declares role={role!r}; choose one of {list(ROLES)} "
+            "(or leave it unset: a method)"
+        )
     doc = (getattr(obj, "__doc__", "") or "").strip().split("\n")[0]
     return EstimatorSpec(est_name, obj, levels, origin, doc, tuple(getattr(obj, "needs", ())), role)
 
@@ -188,9 +217,9 @@ def _same_definition(a, b) -> bool:
 
 class Registry:
     """Registered estimators by name. `add` refuses a second estimator under a taken name
-    (`DuplicateEstimatorError`); `scoped()` gives a block (a test, a one-off plug-in load) its own copy
-    that is thrown away on exit. Which estimators exist beyond those registered on import (entry points,
-    `pkg.mod:factory` paths) is `bt_core.attribution.catalog`'s business."""
+    (`DuplicateEstimatorError`); `scoped()` gives a block (a test, a one-off plug-in load) its own
+    copy that is thrown away on exit. Which estimators exist beyond those registered on import
+    (entry points, `pkg.mod:factory` paths) is `bt_core.attribution.catalog`'s business."""
 
     def __init__(self) -> None:
         self._specs: dict[str, EstimatorSpec] = {}
@@ -198,12 +227,15 @@ class Registry:
     def add(self, obj, *, name: str | None = None, origin: str = "builtin") -> EstimatorSpec:
         spec = spec_from(obj, name, origin)
         if not spec.name:
-            raise ValueError(f"{obj!r} has no name: set a `name` attribute or pass register(name=...)")
+            raise ValueError(
+                f"{obj!r} has no name: set a `name` attribute or pass register(name=...)"
+            )
         held = self._specs.get(spec.name)
         if held is not None and held.factory is not obj and not _same_definition(held.factory, obj):
             raise DuplicateEstimatorError(
                 f"estimator name {spec.name!r} is already registered by {held.origin} "
-                f"({held.factory!r}); choose another name")
+                f"({held.factory!r}); choose another name"
+            )
         self._specs[spec.name] = spec
         return spec
 
@@ -226,7 +258,8 @@ class Registry:
 
     @contextmanager
     def scoped(self) -> Iterator[Registry]:
-        """Within the block, additions and removals act on a copy; the registry is restored on exit."""
+        """Within the block, additions and removals act on a copy; the registry is restored on
+        exit."""
         saved = dict(self._specs)
         try:
             yield self

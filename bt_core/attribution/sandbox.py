@@ -1,7 +1,9 @@
 """Where an estimator's `score()` runs: in a worker process that cannot read the answers.
 
-    make_scorer("sandbox", forbidden)      bubblewrap where it runs, else a plain subprocess ("unsandboxed")
-    make_scorer("subprocess", forbidden)   the plain subprocess, forced (what a machine without bwrap gets)
+    make_scorer("sandbox", forbidden)      bubblewrap where it runs, else a plain subprocess
+                                           ("unsandboxed")
+    make_scorer("subprocess", forbidden)   the plain subprocess, forced (what a machine without
+                                           bwrap gets)
     make_scorer("in-process", forbidden)   the judge's own process: explicit, marked on every record
 
 The judge writes each label-free problem once per session into a scratch directory
@@ -9,16 +11,16 @@ The judge writes each label-free problem once per session into a scratch directo
 which imports the estimator, builds it once and scores every problem it is sent. The worker gets no
 cache path, no judge object and an environment without BehaviorTrace's variables (`worker_env`).
 
-Under bubblewrap (Linux, Debian's ``bubblewrap``) the worker sees only: the system directories (/usr,
-/etc), the Python environment, this distribution's packages (``bt_core``, ``behaviortrace.*``), the
-plug-in's own module (its file, or its
-top-level package), the files the plug-in declares in ``files`` (read-only), the problems (read-only, at
-``/bt/problems``), its output directory (``/bt/out``) and an empty /tmp; no network, its own process
-tree (it cannot read the judge's command line or environment through /proc). The labels, the replays,
-the contaminator's key and the cache are in none of these; a plug-in whose module or declared files lie
-in the cache (or hold it) is refused. Without bubblewrap the same worker runs as a plain subprocess: it
-still gets no path to the answers, but nothing stops it from searching the file system, and every record
-of the session says "unsandboxed".
+Under bubblewrap (Linux, Debian's ``bubblewrap``) the worker sees only: the system directories
+(/usr, /etc), the Python environment, this distribution's packages (``bt_core``,
+``behaviortrace.*``), the plug-in's own module (its file, or its
+top-level package), the files the plug-in declares in ``files`` (read-only), the problems
+(read-only, at ``/bt/problems``), its output directory (``/bt/out``) and an empty /tmp; no network,
+its own process tree (it cannot read the judge's command line or environment through /proc). The
+labels, the replays, the contaminator's key and the cache are in none of these; a plug-in whose
+module or declared files lie in the cache (or hold it) is refused. Without bubblewrap the same
+worker runs as a plain subprocess: it still gets no path to the answers, but nothing stops it from
+searching the file system, and every record of the session says "unsandboxed".
 """
 
 from __future__ import annotations
@@ -41,14 +43,26 @@ from bt_core.attribution.registry import EstimatorSpec
 from bt_core.attribution.scratch import ScratchError, write_problem
 
 MODES = ("sandbox", "subprocess", "in-process")
-PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-              "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "PYTHONHASHSEED", "CUDA_VISIBLE_DEVICES")
+PASSED_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "PYTHONHASHSEED",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 @dataclass(frozen=True)
 class Scoring:
-    """How a session scores, recorded in every record's ``estimator_spec.scoring`` and the scorecard's
-    meta: ``sandboxed`` (bubblewrap), ``unsandboxed`` (a plain subprocess, `why`) or ``in-process``."""
+    """How a session scores, recorded in every record's ``estimator_spec.scoring`` and the
+    scorecard's meta: ``sandboxed`` (bubblewrap), ``unsandboxed`` (a plain subprocess, `why`) or
+    ``in-process``."""
 
     mode: str
     why: str
@@ -63,21 +77,34 @@ def detect(bwrap: str = "bwrap") -> tuple[str | None, str]:
         return None, f"no sandbox on {sys.platform}: bubblewrap is Linux only"
     path = shutil.which(bwrap)
     if path is None:
-        return None, f"bubblewrap ({bwrap!r}) is not installed: on Debian/Ubuntu `apt-get install bubblewrap`"
+        return (
+            None,
+            (
+                f"bubblewrap ({bwrap!r}) is not installed: on Debian/Ubuntu `apt-get install "
+                "bubblewrap`"
+            ),
+        )
     try:
-        res = subprocess.run([path, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"],
-                             capture_output=True, text=True, timeout=30)
+        res = subprocess.run(
+            [path, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"bubblewrap at {path} cannot start: {e}"
     if res.returncode != 0:
-        return None, (f"bubblewrap at {path} cannot run here ({res.stderr.strip()[:200]}): user namespaces "
-                      "are probably disabled (kernel.unprivileged_userns_clone, or a container without them)")
+        return None, (
+            f"bubblewrap at {path} cannot run here ({res.stderr.strip()[:200]}): user namespaces "
+            "are probably disabled (kernel.unprivileged_userns_clone, or a container without them)"
+        )
     ver = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip()
     return path, ver or "bubblewrap"
 
 
 def worker_env(home: str, pythonpath: list[str]) -> dict[str, str]:
-    """The worker's whole environment: a few locale and thread variables, nothing of BehaviorTrace's."""
+    """The worker's whole environment: a few locale and thread variables, nothing of
+    BehaviorTrace's."""
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     env.update(HOME=home, TMPDIR=home, PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1")
     if pythonpath:
@@ -94,7 +121,10 @@ def _inside(p: Path, roots: list[Path]) -> Path | None:
 class InProcess:
     """Scores in the judge's own process (explicit; every record says "in-process")."""
 
-    def __init__(self, why: str = "chosen explicitly (--bt-scoring=in-process): not separated from the answers"):
+    def __init__(
+        self,
+        why: str = "chosen explicitly (--bt-scoring=in-process): not separated from the answers",
+    ):
         self.scoring = Scoring("in-process", why)
         self._built: dict[tuple, object] = {}
 
@@ -110,7 +140,8 @@ class InProcess:
     def params(self, spec: EstimatorSpec, params: dict) -> dict | None:
         try:
             own = getattr(self.build(spec, params), "params", None)
-        except Exception:  # a constructor that raises fails the items; the record shows what was asked
+        # a constructor that raises fails the items; the record shows what was asked
+        except Exception:
             return None
         return own if isinstance(own, dict) else None
 
@@ -124,8 +155,15 @@ class _Proc:
     def __init__(self, argv: list[str], env: dict, cwd: Path, log: Path):
         self.log = log
         with open(log, "ab") as err:
-            self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                      env=env, cwd=cwd, text=True)
+            self.p = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env=env,
+                cwd=cwd,
+                text=True,
+            )
 
     def ask(self, req: dict) -> dict | None:
         try:
@@ -139,7 +177,9 @@ class _Proc:
     def died(self) -> str:
         rc = self.p.wait(timeout=30)
         tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]
-        return f" ended its scoring worker (exit code {rc})" + (f": {' | '.join(tail)}" if tail else "")
+        return f" ended its scoring worker (exit code {rc})" + (
+            f": {' | '.join(tail)}" if tail else ""
+        )
 
     def close(self) -> None:
         if self.p.poll() is None:
@@ -152,10 +192,10 @@ class _Proc:
 
 
 def _module_mounts(factory) -> tuple[list[Path], list[str]]:
-    """(what to mount read-only, what to put on the worker's sys.path) for the plug-in defining `factory`:
-    its top-level package's folders, or its module's file and the Python files beside it (sibling modules
-    it imports; not the folder, which may hold data or the cache); nothing for code inside the Python
-    environment or bt_core (mounted anyway)."""
+    """(what to mount read-only, what to put on the worker's sys.path) for the plug-in defining
+    `factory`: its top-level package's folders, or its module's file and the Python files beside it
+    (sibling modules it imports; not the folder, which may hold data or the cache); nothing for code
+    inside the Python environment or bt_core (mounted anyway)."""
     top = sys.modules.get(getattr(factory, "__module__", "").split(".")[0])
     if top is None or getattr(top, "__file__", None) is None and not hasattr(top, "__path__"):
         return [], []
@@ -175,8 +215,9 @@ def _bt_core_dir() -> Path:
 
 
 def _package_dirs() -> list[Path]:
-    """This distribution's code: bt_core and the suite's packages (behaviortrace.checklist, .fixtures,
-    .benchmarks), wherever they are installed (an editable install keeps them in the checkout)."""
+    """This distribution's code: bt_core and the suite's packages (behaviortrace.checklist,
+    .fixtures, .benchmarks), wherever they are installed (an editable install keeps them in the
+    checkout)."""
     import importlib.util
 
     dirs = [_bt_core_dir()]
@@ -190,7 +231,8 @@ def _package_dirs() -> list[Path]:
 
 
 def declared_files(spec: EstimatorSpec) -> list[Path]:
-    """The extra files or folders a plug-in declares in ``files`` (relative to its module's folder)."""
+    """The extra files or folders a plug-in declares in ``files`` (relative to its module's
+    folder)."""
     own = getattr(spec.factory, "files", ()) or ()
     if isinstance(own, (str, os.PathLike)):
         own = (own,)
@@ -215,7 +257,8 @@ def _system_mounts() -> list[str]:
 
 
 class Isolated:
-    """Scores in worker processes: under bubblewrap when `bwrap` is given, else plain subprocesses."""
+    """Scores in worker processes: under bubblewrap when `bwrap` is given, else plain
+    subprocesses."""
 
     def __init__(self, forbidden: list[Path], bwrap: str | None, scoring: Scoring):
         self.forbidden = [Path(f).resolve() for f in forbidden]
@@ -227,13 +270,16 @@ class Isolated:
         self._procs: dict[tuple, tuple[_Proc, Path]] = {}
         self._params: dict[tuple, dict | None] = {}
         self._n = 0
-        self._finalizer = weakref.finalize(self, _shut, self._procs, self.root)  # also at interpreter exit
+        # also at interpreter exit
+        self._finalizer = weakref.finalize(self, _shut, self._procs, self.root)
         system = [Path(sys.prefix), Path(sys.base_prefix), *_package_dirs(), self.root]
         held = [str(p) for p in system if _inside(p, self.forbidden)]
         if held:
-            raise RuntimeError(f"the scoring sandbox would see the artifact cache {self.forbidden}: it lies "
-                               f"in or holds {held}; keep the cache (--bt-cache) outside the Python "
-                               "environment, the bt_core package and the temporary directory")
+            raise RuntimeError(
+                f"the scoring sandbox would see the artifact cache {self.forbidden}: it lies "
+                f"in or holds {held}; keep the cache (--bt-cache) outside the Python "
+                "environment, the bt_core package and the temporary directory"
+            )
 
     def _scratch(self, problem: AttributionProblem) -> str:
         if problem.name not in self._written:
@@ -253,10 +299,15 @@ class Isolated:
         bad = [str(p) for p in [*mounts, *declared_files(spec)] if _inside(p, self.forbidden)]
         missing = [str(p) for p in declared_files(spec) if not p.exists()]
         if bad:
-            return (f" refused: its module or declared `files` {bad} lie in or hold the artifact cache, "
-                    "which holds the answers; a plug-in may mount its own files only")
+            return (
+                f" refused: its module or declared `files` {bad} lie in or hold the artifact "
+                "cache, which holds the answers; a plug-in may mount its own files only"
+            )
         if missing:
-            return f" declares `files` {missing} that do not exist (paths are relative to its module's folder)"
+            return (
+                f" declares `files` {missing} that do not exist (paths are relative to its "
+                "module's folder)"
+            )
         return None
 
     def _argv(self, spec: EstimatorSpec, out: Path) -> tuple[list[str], dict, Path]:
@@ -265,9 +316,22 @@ class Isolated:
         if self.bwrap is None:
             return [*worker, str(self.problems), str(out)], worker_env(str(out), path), out
         # the empty /tmp first: bwrap applies mounts in order, so an environment or a checkout that
-        # lives under /tmp (a CI runner's clone, a scratch venv) is bound on top of it, not hidden by it
-        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-                "--tmpfs", "/tmp", *_system_mounts(), "--proc", "/proc", "--dev", "/dev"]
+        # lives under /tmp (a CI runner's clone, a scratch venv) is bound on top of it, not hidden
+        # by it
+        args = [
+            self.bwrap,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+            "--tmpfs",
+            "/tmp",
+            *_system_mounts(),
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+        ]
         for p in [*_package_dirs(), *mounts, *declared_files(spec)]:
             args += ["--ro-bind", str(p), str(p)]
         args += ["--ro-bind", str(self.problems), "/bt/problems", "--bind", str(out), "/bt/out"]
@@ -281,8 +345,17 @@ class Isolated:
             argv, env, cwd = self._argv(spec, out)
             proc = _Proc(argv, env, cwd, out / "stderr.log")
             ref = f"{spec.factory.__module__}:{spec.factory.__qualname__}"
-            proc.ask({"op": "init", "ref": ref, "name": spec.name, "origin": spec.origin, "params": params,
-                      "needs": list(spec.needs) if spec.declares_needs else None, "cwd": str(Path.cwd())})
+            proc.ask(
+                {
+                    "op": "init",
+                    "ref": ref,
+                    "name": spec.name,
+                    "origin": spec.origin,
+                    "params": params,
+                    "needs": list(spec.needs) if spec.declares_needs else None,
+                    "cwd": str(Path.cwd()),
+                }
+            )
             self._procs[spec.key] = (proc, out)
         return self._procs[spec.key]
 
@@ -328,12 +401,18 @@ def _shut(procs: dict, root: Path) -> None:
 
 
 def make_scorer(mode: str, forbidden: list[Path]):
-    """The session's scorer for `mode` (one of `MODES`); `forbidden` are the artifact cache roots."""
+    """The session's scorer for `mode` (one of `MODES`); `forbidden` are the artifact cache
+    roots."""
     if mode == "in-process":
         return InProcess()
     if mode == "subprocess":
-        return Isolated(forbidden, None, Scoring("unsandboxed", "a plain subprocess, chosen explicitly "
-                                                 "(--bt-scoring=subprocess)"))
+        return Isolated(
+            forbidden,
+            None,
+            Scoring(
+                "unsandboxed", "a plain subprocess, chosen explicitly (--bt-scoring=subprocess)"
+            ),
+        )
     if mode != "sandbox":
         raise ValueError(f"scoring={mode!r}: choose one of {list(MODES)}")
     bwrap, found = detect()

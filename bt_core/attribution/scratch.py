@@ -1,7 +1,9 @@
-"""A label-free problem on disk: what the judge writes for the scoring worker, and how the worker reads it.
+"""A label-free problem on disk: what the judge writes for the scoring worker, and how the worker
+reads it.
 
     write_problem(problem, dir)     the judge: one directory per problem, written once per session
-    read_problem(dir)               the worker: the same `AttributionProblem`, its arrays memory-mapped
+    read_problem(dir)               the worker: the same `AttributionProblem`, its arrays
+                                    memory-mapped
 
 Layout of a problem directory (nothing else is written into it):
 
@@ -9,17 +11,19 @@ Layout of a problem directory (nothing else is written into it):
     targets/<kind>.npy          (n_ckpt, k) sketched targets
     rollouts/<column>.npy       the label-free `RolloutView` (rollout level only)
     ckpt/<file>                 the checkpoints a method may load (parameters and AdamW state)
-    meta.pkl                    scalars, `extra`, the codec, the behavior measure, the target examples of
-                                every (kind, checkpoint) and the loaders, their files named relative to
+    meta.pkl                    scalars, `extra`, the codec, the behavior measure, the target
+                                examples of every (kind, checkpoint) and the loaders, their files
+                                named relative to
                                 the directory
 
-An array that is a whole ``.npy`` file memory-mapped from the cache (the embeddings, the token ids) is
-hard-linked, not copied (copied only where the scratch lies on another file system); every other one is
-saved once. The worker maps them read-only (``mmap_mode="r"``), so no estimator gets its own copy.
+An array that is a whole ``.npy`` file memory-mapped from the cache (the embeddings, the token ids)
+is hard-linked, not copied (copied only where the scratch lies on another file system); every other
+one is saved once. The worker maps them read-only (``mmap_mode="r"``), so no estimator gets its own
+copy.
 
-Only the fields of `AttributionProblem` are written: a `LabelledProblem`'s `truth` and `labels` never are,
-and neither is the run's rollout table, the contaminator's key or any replay. The judge reads `meta.pkl`
-back never; only the worker unpickles it (the judge wrote it).
+Only the fields of `AttributionProblem` are written: a `LabelledProblem`'s `truth` and `labels`
+never are, and neither is the run's rollout table, the contaminator's key or any replay. The judge
+reads `meta.pkl` back never; only the worker unpickles it (the judge wrote it).
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from bt_core.attribution.problem import ARRAY_FIELDS, AttributionProblem
 
 __all__ = ["ScratchError", "read_problem", "write_problem"]
 
-LOADERS = ("model_at", "preconditioner", "optimizer_at")  # callables whose checkpoint files are linked in
+# callables whose checkpoint files are linked in
+LOADERS = ("model_at", "preconditioner", "optimizer_at")
 PICKLED = ("kind", "level", "seed", "name", "draw", "grad_clip", "codec", "measure", "project")
 
 
@@ -62,9 +67,13 @@ def _whole_file(a: np.ndarray) -> Path | None:
         on_disk = np.load(name, mmap_mode="r")
     except (OSError, ValueError):
         return None
-    same = (on_disk.shape == a.shape and on_disk.dtype == a.dtype and a.flags.c_contiguous
-            and getattr(a, "offset", None) == on_disk.offset
-            and a.__array_interface__["data"][0] == np.asarray(a).__array_interface__["data"][0])
+    same = (
+        on_disk.shape == a.shape
+        and on_disk.dtype == a.dtype
+        and a.flags.c_contiguous
+        and getattr(a, "offset", None) == on_disk.offset
+        and a.__array_interface__["data"][0] == np.asarray(a).__array_interface__["data"][0]
+    )
     return Path(name) if same else None
 
 
@@ -105,9 +114,11 @@ def _picklable(obj, what: str):
     try:
         pickle.dumps(obj)
     except Exception as e:
-        raise ScratchError(f"{what} {obj!r} cannot be handed to the scoring worker ({type(e).__name__}: {e}); "
-                           "give the problem module-level objects, or score in-process "
-                           "(--bt-scoring=in-process, marked on the scorecard)") from None
+        raise ScratchError(
+            f"{what} {obj!r} cannot be handed to the scoring worker ({type(e).__name__}: {e}); "
+            "give the problem module-level objects, or score in-process "
+            "(--bt-scoring=in-process, marked on the scorecard)"
+        ) from None
     return obj
 
 
@@ -124,14 +135,19 @@ def write_problem(problem: AttributionProblem, d: Path) -> None:
         for f in fields(view):
             _put_array(getattr(view, f.name), d / "rollouts" / f"{f.name}.npy")
     meta = {name: _picklable(getattr(problem, name), f"problem field {name!r}") for name in PICKLED}
-    meta.update(extra=dict(problem.extra), targets=list(problem.targets), examples=_examples(problem),
-                rollouts=None if view is None else type(view),
-                **{name: _relocated(getattr(problem, name), d) for name in LOADERS})
+    meta.update(
+        extra=dict(problem.extra),
+        targets=list(problem.targets),
+        examples=_examples(problem),
+        rollouts=None if view is None else type(view),
+        **{name: _relocated(getattr(problem, name), d) for name in LOADERS},
+    )
     (d / "meta.pkl").write_bytes(pickle.dumps(meta))
 
 
 class ExamplesTable:
-    """(kind, checkpoint step) → TargetExamples, from the table the judge wrote (`problem.target_examples`)."""
+    """(kind, checkpoint step) → TargetExamples, from the table the judge wrote
+    (`problem.target_examples`)."""
 
     def __init__(self, table: dict):
         self.table = table
@@ -139,8 +155,9 @@ class ExamplesTable:
     def __call__(self, kind: str, step: int):
         key = (kind, int(step))
         if key not in self.table:
-            raise KeyError(f"no target examples for kind {kind!r} at step {step}; "
-                           f"known: {sorted(self.table)}")
+            raise KeyError(
+                f"no target examples for kind {kind!r} at step {step}; known: {sorted(self.table)}"
+            )
         return self.table[key]
 
 
@@ -168,10 +185,21 @@ def read_problem(d: Path) -> AttributionProblem:
     arrays = {name: _load(d / "arrays" / f"{name}.npy") for name in ARRAY_FIELDS}
     targets = {kind: _load(d / "targets" / f"{kind}.npy") for kind in meta["targets"]}
     view_type = meta["rollouts"]
-    view = None if view_type is None else view_type(
-        **{f.name: _load(d / "rollouts" / f"{f.name}.npy") for f in fields(view_type)})
+    view = (
+        None
+        if view_type is None
+        else view_type(
+            **{f.name: _load(d / "rollouts" / f"{f.name}.npy") for f in fields(view_type)}
+        )
+    )
     loaders = {name: _rebased(meta[name], d) for name in LOADERS}
     examples = None if meta["examples"] is None else ExamplesTable(meta["examples"])
-    return AttributionProblem(**arrays, targets=targets, rollouts=view, target_examples=examples,
-                              extra=meta["extra"], **{**{k: meta[k] for k in PICKLED},
-                                                      "measure": _readonly_measure(meta["measure"])}, **loaders)
+    return AttributionProblem(
+        **arrays,
+        targets=targets,
+        rollouts=view,
+        target_examples=examples,
+        extra=meta["extra"],
+        **{**{k: meta[k] for k in PICKLED}, "measure": _readonly_measure(meta["measure"])},
+        **loaders,
+    )

@@ -1,20 +1,21 @@
-"""The scoring worker: a separate process that imports one estimator and scores the problems the judge
-wrote into a scratch directory (`bt_core.attribution.scratch`). Started by `bt_core.attribution.sandbox`,
-under bubblewrap where it can run; it is given no cache path, no judge object and an environment
-without BehaviorTrace's variables.
+"""The scoring worker: a separate process that imports one estimator and scores the problems the
+judge wrote into a scratch directory (`bt_core.attribution.scratch`). Started by
+`bt_core.attribution.sandbox`, under bubblewrap where it can run; it is given no cache path, no
+judge object and an environment without BehaviorTrace's variables.
 
     python -m bt_core.attribution.worker PROBLEMS_DIR OUT_DIR
 
 Protocol: one JSON request per line on stdin, one JSON reply per line on the original stdout (the
 plug-in's own prints go to stderr). Requests:
 
-    {"op": "init", "ref": "module:qualname", "name", "origin", "params", "needs": [..] | null, "cwd"}
+    {"op": "init", "ref": "module:qualname", "name", "origin", "params", "needs": [..] | null,
+     "cwd"}
     {"op": "score", "id": N, "problem": "<directory under PROBLEMS_DIR>"}
                                    → {"id": N, "outcome": {...}, "scores": "N.npy" | null}
     {"op": "params"}               → {"params": the built estimator's `params` (JSON) | null}
 
-The estimator is built once, on the first score (as in-process scoring builds it once per session), and
-scores every problem of the session; a failure to import it fails every score with the reason.
+The estimator is built once, on the first score (as in-process scoring builds it once per session),
+and scores every problem of the session; a failure to import it fails every score with the reason.
 """
 
 from __future__ import annotations
@@ -54,14 +55,19 @@ class Worker:
         self._loaded: dict[str, object] = {}
 
     def init(self, req: dict) -> dict:
-        self.params, self.needs = req["params"], None if req["needs"] is None else tuple(req["needs"])
+        self.params, self.needs = (
+            req["params"],
+            None if req["needs"] is None else tuple(req["needs"]),
+        )
         frames.BASE = Path(req["cwd"])  # where it raised is said as the judge would say it
         try:
             factory = resolve(req["ref"])
         except Exception as e:
-            self.init_error = (f" could not be imported in the scoring worker: {raised_at(e)} (a plug-in runs "
-                               "in a sandbox that sees the Python environment, its own module and the files it "
-                               "declares in `files`; see docs/sandbox.md)")
+            self.init_error = (
+                f" could not be imported in the scoring worker: {raised_at(e)} (a plug-in runs "
+                "in a sandbox that sees the Python environment, its own module and the files it "
+                "declares in `files`; see docs/sandbox.md)"
+            )
             return {"error": self.init_error}
         self.spec = EstimatorSpec(req["name"], factory, (), req["origin"], "", self.needs or ())
         return {"ok": True}
@@ -78,7 +84,11 @@ class Worker:
 
     def score(self, req: dict) -> dict:
         if self.init_error is not None:
-            return {"id": req["id"], "outcome": Outcome(error=self.init_error).as_json(), "scores": None}
+            return {
+                "id": req["id"],
+                "outcome": Outcome(error=self.init_error).as_json(),
+                "scores": None,
+            }
         given = self.problem(req["problem"]).handout(self.needs)
         out = call_score(self.build, self.spec.factory, given)
         name = None

@@ -1,28 +1,34 @@
-"""The exact metagradient of the behavior measure through the logged GRPO updates (MAGIC's replay idea,
-Ilyas & Engstrom 2025, arXiv 2504.16430, on the RL stream).
+"""The exact metagradient of the behavior measure through the logged GRPO updates (MAGIC's replay
+idea, Ilyas & Engstrom 2025, arXiv 2504.16430, on the RL stream).
 
-Every logged rollout i enters its step's loss with a weight w_i (1 as logged, 0 when a replay removes it):
+Every logged rollout i enters its step's loss with a weight w_i (1 as logged, 0 when a replay
+removes it):
 
     L_s(θ; w) = −Σ_{i ∈ s} w_i c_i A_i ℓ_i(θ)          c_i = 1/(G·B), A_i the logged advantage
 
-**Forward** (what training and `bt_core.counterfactual.replay` do; torch's AdamW and clip_grad_norm_ exactly):
+**Forward** (what training and `bt_core.counterfactual.replay` do; torch's AdamW and clip_grad_norm_
+exactly):
 
     g_s = ∇_θ L_s(θ_s; w)                               the step's gradient
     κ_s = min(1, C/(‖g_s‖ + δ))                         δ = 1e-6, C = grad_clip;  u_s = κ_s g_s
     m_{s+1} = β₁ m_s + (1−β₁) u_s                       v_{s+1} = β₂ v_s + (1−β₂) u_s²
-    d_s = √v_{s+1}/√b₂ + ε                              b₁ = 1−β₁ᵗ, b₂ = 1−β₂ᵗ (t: AdamW's step count)
+    d_s = √v_{s+1}/√b₂ + ε                              b₁ = 1−β₁ᵗ, b₂ = 1−β₂ᵗ (t: AdamW's step
+                                                        count)
     θ_{s+1} = (1 − ηλ) θ_s − (η/b₁) m_{s+1} / d_s       η = lr, λ = weight decay
 
-and the measure f(θ_T) = behavior NLL on the held-out probes × fixed replies at the measurement step T
-(`bt_core.counterfactual.replay.measure_loss`). The metagradient is ∂f/∂w_i at w = 1.
+and the measure f(θ_T) = behavior NLL on the held-out probes × fixed replies at the measurement step
+T (`bt_core.counterfactual.replay.measure_loss`). The metagradient is ∂f/∂w_i at w = 1.
 
-**Reverse** (adjoints x̄ = ∂f/∂x, swept from T down to 0): θ̄_T = ∇f(θ_T), m̄_T = v̄_T = 0; for each step s,
-given (θ̄, m̄, v̄) of step s + 1:
+**Reverse** (adjoints x̄ = ∂f/∂x, swept from T down to 0): θ̄_T = ∇f(θ_T), m̄_T = v̄_T = 0; for each
+step s, given (θ̄, m̄, v̄) of step s + 1:
 
     M = m̄ − (η/b₁) θ̄ / d_s                              total adjoint of m_{s+1}
-    V = v̄ + (η/b₁) θ̄ m_{s+1} / (2 √b₂ √v_{s+1} d_s²)     total adjoint of v_{s+1} (0 where v_{s+1} = 0:
-                                                         there m_{s+1} = 0 too and θ_{s+1} is flat in v)
-    ū = (1−β₁) M + 2(1−β₂) u_s ⊙ V                       the second moment's nonlinearity enters here
+    V = v̄ + (η/b₁) θ̄ m_{s+1} / (2 √b₂ √v_{s+1} d_s²)     total adjoint of v_{s+1} (0 where v_{s+1} =
+                                                           0:
+                                                         there m_{s+1} = 0 too and θ_{s+1} is flat
+                                                         in v)
+    ū = (1−β₁) M + 2(1−β₂) u_s ⊙ V                       the second moment's nonlinearity enters
+                                                         here
     ḡ = κ ū − [C/((‖g‖+δ)² ‖g‖)] ⟨ū, g⟩ g  when clipping (κ < 1), else ḡ = ū
     θ̄_s = (1 − ηλ) θ̄ + ∇_θ⟨g_s(θ), ḡ⟩ |θ_s               a Hessian-vector product (double backward)
     m̄_s = β₁ M,   v̄_s = β₂ V
@@ -46,14 +52,15 @@ backward per step — the recomputation of g_s with its graph in the reverse swe
 backward per step, 23% of the CPU time at default seed 1: 17.9 → 13.8 s) is gone
 (`benchmarks/bench_metagrad.py` measures it beside a replay).
 
-**Precision.** `dtype=torch.float64` (the default) casts each checkpoint and its AdamW state and runs both
-sweeps in float64; the result is then exact to float64 rounding of the float64 replay from the stored
-checkpoints (tests/test_metagrad.py checks it against central finite differences through the replay engine
-at ≤ 1e-3 relative error). float32 replays the logged trajectory bit-exactly but the adjoints accumulate
-float32 rounding over T steps.
+**Precision.** `dtype=torch.float64` (the default) casts each checkpoint and its AdamW state and
+runs both sweeps in float64; the result is then exact to float64 rounding of the float64 replay from
+the stored checkpoints (tests/test_metagrad.py checks it against central finite differences through
+the replay engine at ≤ 1e-3 relative error). float32 replays the logged trajectory bit-exactly but
+the adjoints accumulate float32 rounding over T steps.
 
-It reads only what a method may read (`LoggedStream`): token ids, advantages, steps and groups of the
-logged stream, the checkpoints with their optimizer state, the clip norm, and the measure's examples.
+It reads only what a method may read (`LoggedStream`): token ids, advantages, steps and groups of
+the logged stream, the checkpoints with their optimizer state, the clip norm, and the measure's
+examples.
 """
 
 from __future__ import annotations
@@ -81,7 +88,8 @@ CLIP_DELTA = 1e-6  # torch.nn.utils.clip_grad_norm_: clip_coef = max_norm / (tot
 class LoggedStream:
     """The label-free inputs of the metagradient. `rollouts` (N rows in step order): step, group,
     advantage and the token columns (`RolloutView`); `codec`: pad_id/eos_id; `model_at(step)` and
-    `optimizer_at(step, model)` the stored checkpoints (parameters, AdamW state) at `checkpoint_steps`."""
+    `optimizer_at(step, model)` the stored checkpoints (parameters, AdamW state) at
+    `checkpoint_steps`."""
 
     rollouts: Any
     codec: Any
@@ -92,15 +100,20 @@ class LoggedStream:
 
     def __post_init__(self) -> None:
         if self.grad_clip <= 0:
-            raise ValueError(f"grad_clip={self.grad_clip} must be > 0 (the run's GRPOConfig.grad_clip)")
+            raise ValueError(
+                f"grad_clip={self.grad_clip} must be > 0 (the run's GRPOConfig.grad_clip)"
+            )
         if 0 not in self.checkpoint_steps:
-            raise ValueError(f"checkpoint_steps={list(self.checkpoint_steps)} lack step 0: the metagradient "
-                             "replays from the step-0 checkpoint (the SFT model with a fresh AdamW)")
+            raise ValueError(
+                f"checkpoint_steps={list(self.checkpoint_steps)} lack step 0: the metagradient "
+                "replays from the step-0 checkpoint (the SFT model with a fresh AdamW)"
+            )
 
 
 @dataclass
 class _State:
-    """θ_s, m_s, v_s (lists aligned with the model's parameters) and the AdamW step count t of step s."""
+    """θ_s, m_s, v_s (lists aligned with the model's parameters) and the AdamW step count t of step
+    s."""
 
     theta: list[torch.Tensor]
     m: list[torch.Tensor]
@@ -111,17 +124,30 @@ class _State:
 def _hyper(opt: torch.optim.Optimizer) -> dict:
     g = opt.param_groups[0]
     if g.get("amsgrad") or g.get("maximize") or len(opt.param_groups) != 1:
-        raise ValueError("the metagradient models AdamW with one parameter group, no amsgrad, no maximize")
-    return {"lr": float(g["lr"]), "b1": float(g["betas"][0]), "b2": float(g["betas"][1]), "eps": float(g["eps"]),
-            "wd": float(g["weight_decay"])}
+        raise ValueError(
+            "the metagradient models AdamW with one parameter group, no amsgrad, no maximize"
+        )
+    return {
+        "lr": float(g["lr"]),
+        "b1": float(g["betas"][0]),
+        "b2": float(g["betas"][1]),
+        "eps": float(g["eps"]),
+        "wd": float(g["weight_decay"]),
+    }
 
 
 def _snapshot(model: torch.nn.Module, opt: torch.optim.Optimizer) -> _State:
     params = list(model.parameters())
     st = [opt.state.get(p, {}) for p in params]
     zero = [torch.zeros_like(p) for p in params]
-    m = [s["exp_avg"].detach().clone() if "exp_avg" in s else z for s, z in zip(st, zero, strict=True)]
-    v = [s["exp_avg_sq"].detach().clone() if "exp_avg_sq" in s else z for s, z in zip(st, zero, strict=True)]
+    m = [
+        s["exp_avg"].detach().clone() if "exp_avg" in s else z
+        for s, z in zip(st, zero, strict=True)
+    ]
+    v = [
+        s["exp_avg_sq"].detach().clone() if "exp_avg_sq" in s else z
+        for s, z in zip(st, zero, strict=True)
+    ]
     t = int(float(st[0]["step"])) + 1 if "step" in st[0] else 1
     return _State([p.detach().clone() for p in params], m, v, t)
 
@@ -170,8 +196,9 @@ def _segment(stream: LoggedStream, a: int, b: int, dtype) -> tuple[list[_Step], 
     return steps, _hyper(opt), drift
 
 
-def _step_gradient(model, names: list[str], theta: list[torch.Tensor], part, live: np.ndarray,
-                   codec, dtype):
+def _step_gradient(
+    model, names: list[str], theta: list[torch.Tensor], part, live: np.ndarray, codec, dtype
+):
     """(g_s, leaves θ_s, leaf w): g_s = ∇L_s at θ_s (`theta`, the model's parameters by `names`),
     built with create_graph through `torch.func.functional_call`, so that the model's own parameters
     can move on (AdamW updates them in place) while the graph keeps θ_s; w: the live rows' weights.
@@ -188,7 +215,8 @@ def _step_gradient(model, names: list[str], theta: list[torch.Tensor], part, liv
     def functional(**kw):
         return torch.func.functional_call(model, params, (), kw)
 
-    with sdpa_kernel(SDPBackend.MATH):  # the fused CPU kernel has no double backward; the math one does
+    # the fused CPU kernel has no double backward; the math one does
+    with sdpa_kernel(SDPBackend.MATH):
         ell = rollout_logprob(functional, grpo.batch_of(part.select(rows), codec))
     loss = -(w * torch.from_numpy(coef).to(dtype) * ell).sum()
     g = torch.autograd.grad(loss, leaves, create_graph=True, allow_unused=True)
@@ -197,12 +225,12 @@ def _step_gradient(model, names: list[str], theta: list[torch.Tensor], part, liv
 
 
 def _reverse_step(step: _Step, hp: dict, clip: float, adj):
-    """Pull (θ̄, m̄, v̄) of step s+1 back through step s (module docstring). Returns the adjoints of step s
-    and ∂f/∂w of the live rows (None when the step has none)."""
+    """Pull (θ̄, m̄, v̄) of step s+1 back through step s (module docstring). Returns the adjoints of
+    step s and ∂f/∂w of the live rows (None when the step has none)."""
     state, g, w = step.state, step.g, step.w
     gd = [x.detach() for x in g]
     lr, b1, b2, eps, wd = hp["lr"], hp["b1"], hp["b2"], hp["eps"], hp["wd"]
-    bc1, bc2 = 1.0 - b1 ** state.t, 1.0 - b2 ** state.t
+    bc1, bc2 = 1.0 - b1**state.t, 1.0 - b2**state.t
     norm = math.sqrt(sum(float((x * x).sum()) for x in gd))
     kappa = min(1.0, clip / (norm + CLIP_DELTA))
     th_bar, m_bar, v_bar = adj
@@ -214,7 +242,9 @@ def _reverse_step(step: _Step, hp: dict, clip: float, adj):
         d = root / math.sqrt(bc2) + eps
         big_m = mb - (lr / bc1) * tb / d
         safe = torch.where(root > 0, root, torch.ones_like(root))
-        big_v = vb + torch.where(root > 0, (lr / bc1) * tb * m1 / (2 * math.sqrt(bc2) * safe * d * d), 0.0)
+        big_v = vb + torch.where(
+            root > 0, (lr / bc1) * tb * m1 / (2 * math.sqrt(bc2) * safe * d * d), 0.0
+        )
         g_bar.append((1 - b1) * big_m + 2 * (1 - b2) * u * big_v)
         out_t.append((1 - lr * wd) * tb)
         out_m.append(b1 * big_m)
@@ -233,15 +263,25 @@ def _reverse_step(step: _Step, hp: dict, clip: float, adj):
     return (out_t, out_m, out_v), grads[-1].detach().double().numpy()
 
 
-def metagradient(stream: LoggedStream, examples, measure_step: int, dtype: torch.dtype = torch.float64,
-                 threads: int | None = None) -> dict:
+def metagradient(
+    stream: LoggedStream,
+    examples,
+    measure_step: int,
+    dtype: torch.dtype = torch.float64,
+    threads: int | None = None,
+) -> dict:
     """∂f/∂w_i for every logged rollout (module docstring): ``{"dfdw": (N,) float64, "nll": f(θ_T),
     "forward_s", "reverse_s", "drift": max |replayed − stored| at the checkpoints, "segments"}``."""
     t = stream.rollouts
     step = np.asarray(t.step)
-    cuts = sorted({int(c) for c in stream.checkpoint_steps if c < measure_step} | {int(measure_step)})
+    cuts = sorted(
+        {int(c) for c in stream.checkpoint_steps if c < measure_step} | {int(measure_step)}
+    )
     if measure_step not in stream.checkpoint_steps:
-        raise ValueError(f"measure_step={measure_step} is not a stored checkpoint ({list(stream.checkpoint_steps)})")
+        raise ValueError(
+            f"measure_step={measure_step} is not a stored checkpoint "
+            f"({list(stream.checkpoint_steps)})"
+        )
     dfdw = np.zeros(len(step))
     with torch_threads(threads) if threads else contextlib.nullcontext():
         model = cast_model(stream.model_at(measure_step), dtype)
@@ -263,6 +303,11 @@ def metagradient(stream: LoggedStream, examples, measure_step: int, dtype: torch
                     dfdw[rows[steps[s - a].live]] = gw
                 steps[s - a] = None  # its graph is freed as the sweep passes it
             fwd, rev = fwd + t1 - t0, rev + time.perf_counter() - t1
-    return {"dfdw": dfdw, "nll": float(f.detach()), "forward_s": fwd, "reverse_s": rev, "drift": drift,
-            "segments": len(cuts) - 1}
-
+    return {
+        "dfdw": dfdw,
+        "nll": float(f.detach()),
+        "forward_s": fwd,
+        "reverse_s": rev,
+        "drift": drift,
+        "segments": len(cuts) - 1,
+    }

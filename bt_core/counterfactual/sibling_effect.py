@@ -74,8 +74,10 @@ MEMORY_BUDGET = 1 << 28  # bytes for a batch's (batch, n_params) float64 gradien
 def run_coefficient(group_size: int, prompts_per_step: int) -> float:
     """c = 1/(G·B): a rollout's weight in one of the run's logged steps (`grpo_loss`)."""
     if group_size < 1 or prompts_per_step < 1:
-        raise ValueError(f"group_size={group_size} and prompts_per_step={prompts_per_step} "
-                         "must be ≥ 1 (the run's GRPOConfig)")
+        raise ValueError(
+            f"group_size={group_size} and prompts_per_step={prompts_per_step} "
+            "must be ≥ 1 (the run's GRPOConfig)"
+        )
     return 1.0 / (group_size * prompts_per_step)
 
 
@@ -90,7 +92,7 @@ def _per_sibling_grads(model, rows, codec, coef: float) -> torch.Tensor:
     width = sum(p.numel() for _, p, _ in param_layout(model))
     out = torch.zeros(n, width, dtype=DTYPE)
     for off, blk in blocks:
-        out[:, off: off + blk.shape[1]] = blk.reshape(n, -1).to(DTYPE)
+        out[:, off : off + blk.shape[1]] = blk.reshape(n, -1).to(DTYPE)
     return out.mul_(coef)
 
 
@@ -102,7 +104,7 @@ class OneStep:
         self.theta, self.m, self.v = _flat(st.theta), _flat(st.m), _flat(st.v)
         self.lr, self.b1, self.b2 = hp["lr"], hp["b1"], hp["b2"]
         self.eps, self.wd = hp["eps"], hp["wd"]
-        self.bc1, self.bc2 = 1.0 - self.b1 ** st.t, 1.0 - self.b2 ** st.t
+        self.bc1, self.bc2 = 1.0 - self.b1**st.t, 1.0 - self.b2**st.t
         self.clip = float(grad_clip)
 
     def effects(self, g: torch.Tensor, grad_f: torch.Tensor) -> torch.Tensor:
@@ -140,8 +142,9 @@ def _measure_at(model, flat: torch.Tensor, examples, pad_id: int) -> float:
         return float(measure_loss(model, examples, pad_id))
 
 
-def _measure_grad_at(model, flat: torch.Tensor, examples,
-                     pad_id: int) -> tuple[float, torch.Tensor]:
+def _measure_grad_at(
+    model, flat: torch.Tensor, examples, pad_id: int
+) -> tuple[float, torch.Tensor]:
     """f and ∇f (flat, layout order) at the parameters `flat`."""
     _load(model, flat)
     params = [p for _, p, _ in param_layout(model)]
@@ -156,8 +159,16 @@ def batch_rows(n_params: int, budget_bytes: int = MEMORY_BUDGET) -> int:
     return max(1, min(64, budget_bytes // (4 * 8 * n_params)))
 
 
-def sibling_effects(model, opt: torch.optim.Optimizer, rows, codec, examples, coef: float,
-                    grad_clip: float, audit: int = AUDIT) -> dict:
+def sibling_effects(
+    model,
+    opt: torch.optim.Optimizer,
+    rows,
+    codec,
+    examples,
+    coef: float,
+    grad_clip: float,
+    audit: int = AUDIT,
+) -> dict:
     """effect_i (module docstring) for every row of `rows` (a `RolloutTable` or `RolloutView` of
     the draw), and the exact finite change f(θ'_∅) − f(θ'_i) of the first `audit` rows. `model`
     and `opt`: the analysis checkpoint in float64 (`cast_model`) with its stored AdamW state;
@@ -165,8 +176,10 @@ def sibling_effects(model, opt: torch.optim.Optimizer, rows, codec, examples, co
     f(θ), "nll_empty": f(θ'_∅), "audit": {"rows", "exact", "sign_agreement", "max_rel_err"},
     "seconds"}``."""
     if next(model.parameters()).dtype != DTYPE:
-        raise ValueError("sibling_effects needs the model in float64 (bt_core.training.model."
-                         "cast_model): an effect is a change of ~1e-4 in an NLL of a few nats")
+        raise ValueError(
+            "sibling_effects needs the model in float64 (bt_core.training.model."
+            "cast_model): an effect is a change of ~1e-4 in an NLL of a few nats"
+        )
     t0 = time.perf_counter()
     step = OneStep(model, opt, grad_clip)
     pad = codec.pad_id
@@ -191,7 +204,15 @@ def sibling_effects(model, opt: torch.optim.Optimizer, rows, codec, examples, co
     head = effect[:n_audit]
     rel = np.abs(head - exact) / np.maximum(np.abs(exact), 1e-300)
     agree = float(np.mean(np.sign(head) == np.sign(exact))) if n_audit else None
-    return {"effect": effect, "nll_start": nll_start, "nll_empty": nll_empty,
-            "seconds": time.perf_counter() - t0,
-            "audit": {"rows": n_audit, "exact": exact.tolist(), "sign_agreement": agree,
-                      "max_rel_err": float(rel.max()) if n_audit else None}}
+    return {
+        "effect": effect,
+        "nll_start": nll_start,
+        "nll_empty": nll_empty,
+        "seconds": time.perf_counter() - t0,
+        "audit": {
+            "rows": n_audit,
+            "exact": exact.tolist(),
+            "sign_agreement": agree,
+            "max_rel_err": float(rel.max()) if n_audit else None,
+        },
+    }

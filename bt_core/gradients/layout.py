@@ -2,8 +2,8 @@
 BehaviorTrace indexes coordinates the same way.
 
 Global coordinate indices follow `model.named_parameters()` order; tied weights (input embedding =
-lm_head) appear once. The CountSketch hash of a coordinate is keyed by this index, so two places that
-disagreed on the layout would silently sketch different functions of the gradient.
+lm_head) appear once. The CountSketch hash of a coordinate is keyed by this index, so two places
+that disagreed on the layout would silently sketch different functions of the gradient.
 """
 
 from __future__ import annotations
@@ -32,9 +32,14 @@ def n_params(model: nn.Module) -> int:
 
 
 def flat_grad(model: nn.Module) -> torch.Tensor:
-    """The model's current `.grad` as one flat vector, (n_params,) (zeros where a parameter has none)."""
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                      for _, p, _ in param_layout(model)])
+    """The model's current `.grad` as one flat vector, (n_params,) (zeros where a parameter has
+    none)."""
+    return torch.cat(
+        [
+            (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+            for _, p, _ in param_layout(model)
+        ]
+    )
 
 
 def embedding_rows(model: nn.Module, token_ids: list[int]) -> np.ndarray:

@@ -1,20 +1,22 @@
 """Gradient projectors: (B, n_params) → (B, k), linear, keyed by a seed.
 
-Global coordinate indices follow `model.named_parameters()` order (tied weights once). Every projector
-takes a gradient either whole (`project`) or as blocks of consecutive coordinates (`project_blocks`,
-so a per-example gradient engine can hand over one parameter at a time and the full (B, n_params)
-matrix need not be assembled).
+Global coordinate indices follow `model.named_parameters()` order (tied weights once). Every
+projector takes a gradient either whole (`project`) or as blocks of consecutive coordinates
+(`project_blocks`, so a per-example gradient engine can hand over one parameter at a time and the
+full (B, n_params) matrix need not be assembled).
 
 * `CountSketch` (the reference's embedding, default): each coordinate's global index is hashed
   (splitmix64 finalizer, keyed) to a bucket and a ±1 sign; values are scatter-added.
   E⟨Sa, Sb⟩ = ⟨a, b⟩ and Var = (‖a‖²‖b‖² + ⟨a,b⟩² − 2Σ a_j²b_j²)/k, so cosine noise ≈ 1/√k.
   Cost O(B·n_params) whatever k is.
-* `DenseProjector`: a dense Rademacher (or Gaussian) matrix with entries of variance 1/k, regenerated
-  from the seed in row blocks (TRAK-style; for comparison). Same expectation and variance as CountSketch
-  up to the Σa²b² term; cost O(B·n_params·k) plus generating n_params·k numbers per call.
-* `Exact`: no projection (k must equal n_params), for models small enough; refused above `EXACT_MAX_PARAMS`.
-* `FirstK` is the reference's pitfall P3 (keep only the first k flattened parameters). It exists so the
-  coverage check can be shown to catch it; never use it for attribution.
+* `DenseProjector`: a dense Rademacher (or Gaussian) matrix with entries of variance 1/k,
+  regenerated from the seed in row blocks (TRAK-style; for comparison). Same expectation and
+  variance as CountSketch up to the Σa²b² term; cost O(B·n_params·k) plus generating n_params·k
+  numbers per call.
+* `Exact`: no projection (k must equal n_params), for models small enough; refused above
+  `EXACT_MAX_PARAMS`.
+* `FirstK` is the reference's pitfall P3 (keep only the first k flattened parameters). It exists so
+  the coverage check can be shown to catch it; never use it for attribution.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ import numpy as np
 import torch
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-EXACT_MAX_PARAMS = 1 << 18  # (16,000 rollouts × 262,144 × 4 bytes ≈ 17 GB of embeddings: the practical limit)
+# (16,000 rollouts × 262,144 × 4 bytes ≈ 17 GB of embeddings: the practical limit)
+EXACT_MAX_PARAMS = 1 << 18
 
-Blocks = Iterable[tuple[int, torch.Tensor]]  # (global offset of the block's first coordinate, (B, m) values)
+# (global offset of the block's first coordinate, (B, m) values)
+Blocks = Iterable[tuple[int, torch.Tensor]]
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
@@ -64,20 +68,25 @@ class _Base:
 
     def project(self, flat: torch.Tensor) -> torch.Tensor:
         if flat.shape[-1] != self.n_params:
-            raise ValueError(f"gradient has {flat.shape[-1]} coordinates, {self.name} expects {self.n_params}: "
-                             "build the projector with the model's parameter count")
+            raise ValueError(
+                f"gradient has {flat.shape[-1]} coordinates, {self.name} expects {self.n_params}: "
+                "build the projector with the model's parameter count"
+            )
         flat2 = flat.reshape(-1, self.n_params)
         return self.project_blocks([(0, flat2)], flat2.shape[0]).reshape(*flat.shape[:-1], self.k)
 
     def _check_block(self, off: int, blk: torch.Tensor) -> torch.Tensor:
         blk = blk.reshape(blk.shape[0], -1)
         if off < 0 or off + blk.shape[1] > self.n_params:
-            raise ValueError(f"block [{off}, {off + blk.shape[1]}) lies outside the {self.n_params} coordinates")
+            raise ValueError(
+                f"block [{off}, {off + blk.shape[1]}) lies outside the {self.n_params} coordinates"
+            )
         return blk if blk.dtype == torch.float32 else blk.float()
 
 
 class CountSketch(_Base):
-    """CountSketch of the whole gradient, keyed by `seed`; the hash is built in chunks of coordinates.
+    """CountSketch of the whole gradient, keyed by `seed`; the hash is built in chunks of
+    coordinates.
     Blocks are scatter-added (`index_add_` along the k axis) after multiplying by their signs."""
 
     name = "countsketch"
@@ -89,7 +98,9 @@ class CountSketch(_Base):
         for start in range(0, n_params, chunk):
             h = splitmix64(np.arange(start, min(start + chunk, n_params), dtype=np.uint64) ^ key)
             buckets.append(torch.from_numpy((h % np.uint64(k)).astype(np.int64)))
-            signs.append(torch.from_numpy(np.where((h >> np.uint64(63)) == 1, -1.0, 1.0).astype(np.float32)))
+            signs.append(
+                torch.from_numpy(np.where((h >> np.uint64(63)) == 1, -1.0, 1.0).astype(np.float32))
+            )
         # int64 on purpose: index_add_ with int32 indices measured ~10× slower on CPU (torch 2.13)
         self.buckets = torch.cat(buckets) if buckets else torch.zeros(0, dtype=torch.int64)
         self.signs = torch.cat(signs) if signs else torch.zeros(0)
@@ -105,24 +116,36 @@ class CountSketch(_Base):
 
 class DenseProjector(_Base):
     """Dense random projection P (n_params × k), entries ±1/√k (`dist="rademacher"`) or N(0, 1/k)
-    (`"gaussian"`), regenerated from `seed` in blocks of `rows` coordinates on every call (TRAK-style);
-    kept in memory instead when the whole matrix is at most `cache_bytes`."""
+    (`"gaussian"`), regenerated from `seed` in blocks of `rows` coordinates on every call
+    (TRAK-style); kept in memory instead when the whole matrix is at most `cache_bytes`."""
 
     name = "dense"
 
-    def __init__(self, n_params: int, k: int, seed: int = 0, dist: str = "rademacher", rows: int = 2048,
-                 cache_bytes: int = 256 << 20):
+    def __init__(
+        self,
+        n_params: int,
+        k: int,
+        seed: int = 0,
+        dist: str = "rademacher",
+        rows: int = 2048,
+        cache_bytes: int = 256 << 20,
+    ):
         if dist not in ("rademacher", "gaussian"):
             raise ValueError(f"dist={dist!r} is unknown; choose rademacher or gaussian")
         self.n_params, self.k, self.seed, self.dist, self.rows = n_params, k, seed, dist, rows
-        self._cache: dict[int, torch.Tensor] | None = {} if n_params * k * 4 <= cache_bytes else None
+        self._cache: dict[int, torch.Tensor] | None = (
+            {} if n_params * k * 4 <= cache_bytes else None
+        )
 
     def _block(self, i: int) -> torch.Tensor:
-        """Rows [i·rows, (i+1)·rows) of P; seeded by (seed, i) so any block can be regenerated alone."""
+        """Rows [i·rows, (i+1)·rows) of P; seeded by (seed, i) so any block can be regenerated
+        alone."""
         if self._cache is not None and i in self._cache:
             return self._cache[i]
         n = min(self.rows, self.n_params - i * self.rows)
-        g = torch.Generator().manual_seed(int(splitmix64(np.array([self.seed * 1_000_003 + i], np.uint64))[0] >> 1))
+        g = torch.Generator().manual_seed(
+            int(splitmix64(np.array([self.seed * 1_000_003 + i], np.uint64))[0] >> 1)
+        )
         m = torch.randn(n, self.k, generator=g)
         if self.dist == "rademacher":
             m.sign_()  # the sign of a Gaussian is a fair ±1 (3× faster here than bernoulli_)
@@ -138,7 +161,9 @@ class DenseProjector(_Base):
             lo, hi = off, off + blk.shape[1]
             for i in range(lo // self.rows, (hi - 1) // self.rows + 1 if hi > lo else 0):
                 a, b = max(lo, i * self.rows), min(hi, (i + 1) * self.rows)
-                out.addmm_(blk[:, a - off: b - off], self._block(i)[a - i * self.rows: b - i * self.rows])
+                out.addmm_(
+                    blk[:, a - off : b - off], self._block(i)[a - i * self.rows : b - i * self.rows]
+                )
         return out
 
 
@@ -150,18 +175,22 @@ class Exact(_Base):
     def __init__(self, n_params: int, k: int, seed: int = 0):
         if n_params > EXACT_MAX_PARAMS:
             raise ValueError(
-                f"projector='exact' stores n_params={n_params:,} floats per rollout, more than the limit "
-                f"{EXACT_MAX_PARAMS:,} (≈ 1 MB per rollout); use projector='countsketch' for this model")
+                f"projector='exact' stores n_params={n_params:,} floats per rollout, more than "
+                f"the limit {EXACT_MAX_PARAMS:,} (≈ 1 MB per rollout); use "
+                "projector='countsketch' for this model"
+            )
         if k != n_params:
-            raise ValueError(f"projector='exact' has width n_params={n_params}, but k={k}; set "
-                             f"SketchConfig(projector='exact', k={n_params}) so every array is sized right")
+            raise ValueError(
+                f"projector='exact' has width n_params={n_params}, but k={k}; set "
+                f"SketchConfig(projector='exact', k={n_params}) so every array is sized right"
+            )
         self.n_params, self.k = n_params, n_params
 
     def project_blocks(self, blocks: Blocks, batch: int) -> torch.Tensor:
         out = torch.zeros(batch, self.k, dtype=torch.float32)
         for off, blk in blocks:
             blk = self._check_block(off, blk)
-            out[:, off: off + blk.shape[1]] += blk
+            out[:, off : off + blk.shape[1]] += blk
         return out
 
 

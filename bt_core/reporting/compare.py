@@ -1,14 +1,16 @@
-"""Compare a scorecard with a baseline (pytest-benchmark's compare-fail pattern): it compares, or refuses.
+"""Compare a scorecard with a baseline (pytest-benchmark's compare-fail pattern): it compares, or
+refuses.
 
-`baseline_refusal` is checked before anything trains (a usage error): the baseline must be of the same scale,
-config hash and seeds, and hold records of every selected estimator — of the same origin and settings, or of
-the baseline estimator it was explicitly mapped to (`compare_as`, from `--scorecard-compare-as`).
+`baseline_refusal` is checked before anything trains (a usage error): the baseline must be of the
+same scale, config hash and seeds, and hold records of every selected estimator — of the same origin
+and settings, or of the baseline estimator it was explicitly mapped to (`compare_as`, from
+`--scorecard-compare-as`).
 
-`compare` then judges record by record. A regression is a status that got worse than the baseline's for the
-same (item, estimator) — pass → fail or invalid-setup — or a headline figure that dropped by more than
-`tolerance` × |baseline| (relative). A record that cannot be compared (the baseline lacks its item, its
-estimator settings differ) is *refused*, never passed silently. Baseline records not run now are listed as
-notes (a session may select fewer items).
+`compare` then judges record by record. A regression is a status that got worse than the baseline's
+for the same (item, estimator) — pass → fail or invalid-setup — or a headline figure that dropped by
+more than `tolerance` × |baseline| (relative). A record that cannot be compared (the baseline lacks
+its item, its estimator settings differ) is *refused*, never passed silently. Baseline records not
+run now are listed as notes (a session may select fewer items).
 """
 
 from __future__ import annotations
@@ -21,29 +23,38 @@ def settings_difference(now: dict, base: dict) -> str | None:
     'in_context' in the baseline"), or None when they are the same."""
     for key in sorted(set(now) | set(base)):
         if now.get(key, "(unset)") != base.get(key, "(unset)"):
-            return (f"setting {key!r} is {now.get(key, '(unset)')!r} here and {base.get(key, '(unset)')!r} "
-                    "in the baseline")
+            return (
+                f"setting {key!r} is {now.get(key, '(unset)')!r} here and "
+                f"{base.get(key, '(unset)')!r} in the baseline"
+            )
     return None
 
 
 def _run_difference(baseline: dict, run: dict) -> str | None:
     for key, what in (("scale", "scale"), ("config_hash", "config hash")):
         if baseline.get(key) != run[key]:
-            return (f"the baseline was made with {what} {baseline.get(key)!r} and this session runs {run[key]!r}; "
-                    f"its figures are not comparable. Compare with a baseline of this {what}, or write one "
-                    "(--scorecard=PATH)")
+            return (
+                f"the baseline was made with {what} {baseline.get(key)!r} and this session runs "
+                f"{run[key]!r}; its figures are not comparable. Compare with a baseline of this "
+                f"{what}, or write one (--scorecard=PATH)"
+            )
     if sorted(baseline.get("seeds") or []) != sorted(run["seeds"]):
-        return (f"the baseline was made on seeds {baseline.get('seeds')} and this session runs seeds {run['seeds']}; "
-                f"its figures (min over seeds) are not comparable. Rerun with --seeds "
-                f"{','.join(map(str, baseline.get('seeds') or [])) or '…'}, or write a new baseline")
+        return (
+            f"the baseline was made on seeds {baseline.get('seeds')} and this session runs seeds "
+            f"{run['seeds']}; its figures (min over seeds) are not comparable. Rerun with --seeds "
+            f"{','.join(map(str, baseline.get('seeds') or [])) or '…'}, or write a new baseline"
+        )
     return None
 
 
-def baseline_refusal(baseline: dict, run: dict, estimators: list[dict], compare_as: dict[str, str]) -> str | None:
+def baseline_refusal(
+    baseline: dict, run: dict, estimators: list[dict], compare_as: dict[str, str]
+) -> str | None:
     """Why `baseline` cannot be compared with this session, or None.
 
-    run: {"scale", "config_hash", "seeds"} of the session; estimators: [{"name", "origin", "params"}] of each
-    selected estimator; compare_as: {name: baseline estimator name} given explicitly."""
+    run: {"scale", "config_hash", "seeds"} of the session; estimators: [{"name", "origin",
+    "params"}] of each selected estimator; compare_as: {name: baseline estimator name} given
+    explicitly."""
     why = _run_difference(baseline, run)
     if why:
         return why
@@ -55,24 +66,34 @@ def baseline_refusal(baseline: dict, run: dict, estimators: list[dict], compare_
         name, base = e["name"], compare_as.get(e["name"], e["name"])
         if base not in held:
             holds = ", ".join(sorted(held)) or "none"
-            return (f"the baseline holds no record of estimator {base!r} (it holds: {holds}), so there is "
-                    f"nothing to compare {name!r} with. Write a baseline of it first (--scorecard=PATH), "
-                    f"or compare it with another estimator's records: --scorecard-compare-as {name}=BASELINE_NAME")
+            return (
+                f"the baseline holds no record of estimator {base!r} (it holds: {holds}), so "
+                f"there is nothing to compare {name!r} with. Write a baseline of it first "
+                "(--scorecard=PATH), or compare it with another estimator's records: "
+                f"--scorecard-compare-as {name}=BASELINE_NAME"
+            )
         spec = held[base]
         if name not in compare_as and spec.get("origin") not in (None, e["origin"]):
-            return (f"estimator {name!r} is {e['origin']} here but {spec['origin']} in the baseline: another "
-                    f"estimator of the same name. Compare them anyway with --scorecard-compare-as {name}={name}")
+            return (
+                f"estimator {name!r} is {e['origin']} here but {spec['origin']} in the baseline: "
+                "another estimator of the same name. Compare them anyway with "
+                f"--scorecard-compare-as {name}={name}"
+            )
         if base == name and spec.get("params") is not None:
             diff = settings_difference(e["params"], spec["params"])
             if diff:
-                return (f"cannot compare estimator {name!r}: {diff}. Rerun with the baseline's settings "
-                        "(--estimator-param) or write a new baseline")
+                return (
+                    f"cannot compare estimator {name!r}: {diff}. Rerun with the baseline's "
+                    "settings (--estimator-param) or write a new baseline"
+                )
     return None
 
 
-def compare(current: dict, baseline: dict, tolerance: float, compare_as: dict[str, str] | None = None) -> dict:
-    """Record-by-record comparison: {"tolerance", "compare_as", "compared" (records compared), "regressions",
-    "refused" (records that could not be compared, with why), "notes"}."""
+def compare(
+    current: dict, baseline: dict, tolerance: float, compare_as: dict[str, str] | None = None
+) -> dict:
+    """Record-by-record comparison: {"tolerance", "compare_as", "compared" (records compared),
+    "regressions", "refused" (records that could not be compared, with why), "notes"}."""
     compare_as = compare_as or {}
     base = {(r["item"], r["estimator"]): r for r in baseline["records"]}
     regressions, refused, used, compared = [], [], set(), 0
@@ -85,17 +106,34 @@ def compare(current: dict, baseline: dict, tolerance: float, compare_as: dict[st
             refused.append(f"{label}: the baseline has no record of {bkey[0]} × {bkey[1]}")
             continue
         used.add(bkey)
-        diff = None if bkey[1] != est else settings_difference(
-            (r.get("estimator_spec") or {}).get("params") or {}, (b.get("estimator_spec") or {}).get("params") or {})
-        if diff:  # figures made with other settings are not comparable: refuse, do not pass silently
+        diff = (
+            None
+            if bkey[1] != est
+            else settings_difference(
+                (r.get("estimator_spec") or {}).get("params") or {},
+                (b.get("estimator_spec") or {}).get("params") or {},
+            )
+        )
+        # figures made with other settings are not comparable: refuse, do not pass silently
+        if diff:
             refused.append(f"{label}: cannot compare, {diff}")
             continue
         compared += 1
         regressions += _regressions(label, r, b, tolerance)
     names = {k[1] for k in used}  # of the estimators compared: the baseline's records not run now
-    notes = [f"{k[0]} × {k[1]}: in the baseline but not run now" for k in base if k not in used and k[1] in names]
-    return {"tolerance": tolerance, "compare_as": dict(compare_as), "compared": compared,
-            "regressions": regressions, "refused": refused, "notes": notes}
+    notes = [
+        f"{k[0]} × {k[1]}: in the baseline but not run now"
+        for k in base
+        if k not in used and k[1] in names
+    ]
+    return {
+        "tolerance": tolerance,
+        "compare_as": dict(compare_as),
+        "compared": compared,
+        "regressions": regressions,
+        "refused": refused,
+        "notes": notes,
+    }
 
 
 def _regressions(label: str, r: dict, b: dict, tolerance: float) -> list[str]:
@@ -106,5 +144,8 @@ def _regressions(label: str, r: dict, b: dict, tolerance: float) -> list[str]:
     hc = (r.get("figures", {}).get("headline") or {}).get("value")
     if hb is not None and hc is not None and hc < hb - tolerance * abs(hb):
         what = r["figures"]["headline"]["figure"]
-        out.append(f"{label}: {what} dropped {hb:.3f} → {hc:.3f} (more than {tolerance:.0%} of the baseline)")
+        out.append(
+            f"{label}: {what} dropped {hb:.3f} → {hc:.3f} (more than {tolerance:.0%} of the "
+            "baseline)"
+        )
     return out

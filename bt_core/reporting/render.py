@@ -1,4 +1,5 @@
-"""Renderings of a written scorecard JSON: terminal tables, Markdown, PNG figures, self-contained HTML.
+"""Renderings of a written scorecard JSON: terminal tables, Markdown, PNG figures, self-contained
+HTML.
 
 Everything here reads the JSON dict only, so every rendering shows exactly what the scorecard says.
 """
@@ -27,21 +28,27 @@ TERMINAL_WIDTH = 120  # columns every terminal table keeps within (wider tables 
 
 
 def cell_code(rec: dict) -> str:
-    """A verdict in a terminal grid cell: PASS, FAIL, INVALID (the item's own evidence is unusable), or
-    gated / gated:FAIL (a setup gate held it back; after the colon, what the item's rule gives)."""
+    """A verdict in a terminal grid cell: PASS, FAIL, INVALID (the item's own evidence is unusable),
+    or gated / gated:FAIL (a setup gate held it back; after the colon, what the item's rule
+    gives)."""
     if rec["status"] != "invalid-setup":
         return rec["status"].upper()
     rule = summary.rule_status(rec)
-    return ("gated" if (rec.get("figures") or {}).get("gated_by") else "INVALID") + (f":{rule.upper()}" if rule else "")
+    return ("gated" if (rec.get("figures") or {}).get("gated_by") else "INVALID") + (
+        f":{rule.upper()}" if rule else ""
+    )
 
 
 def _width(col: list[str]) -> int:
     return max((len(line) for c in col for line in str(c).split("\n")), default=0)
 
 
-def fit(headers: list[str], rows: list[list[str]], fixed: int, width: int = TERMINAL_WIDTH, **kw) -> list[str]:
-    """`tabulate` (simple) tables of `rows` within `width` columns: the first `fixed` columns repeat in each
-    table, the others are split between tables where one would be wider."""
+def fit(
+    headers: list[str], rows: list[list[str]], fixed: int, width: int = TERMINAL_WIDTH, **kw
+) -> list[str]:
+    """`tabulate` (simple) tables of `rows` within `width` columns: the first `fixed` columns repeat
+    in each table, the others are split between tables where one would be wider."""
+
     def table(cols: list[int]) -> str:
         pick = lambda row: [row[k] for k in (*range(fixed), *cols)]  # noqa: E731
         return tabulate([pick(r) for r in rows], headers=pick(headers), tablefmt="simple", **kw)
@@ -60,23 +67,31 @@ def fit(headers: list[str], rows: list[list[str]], fixed: int, width: int = TERM
 
 def _name(rec: dict, width: int = 24) -> str:
     spec = rec.get("estimator_spec") or {}
-    return summary.clip(rec["estimator"], width - 15) + " [reads labels]" if spec.get("reads_labels") else \
-        summary.clip(rec["estimator"], width)
+    return (
+        summary.clip(rec["estimator"], width - 15) + " [reads labels]"
+        if spec.get("reads_labels")
+        else summary.clip(rec["estimator"], width)
+    )
 
 
 def terminal_grid(data: dict) -> list[str]:
-    """Estimators (grouped: methods, controls, validation) × items, one code per cell (`cell_code`)."""
+    """Estimators (grouped: methods, controls, validation) × items, one code per cell
+    (`cell_code`)."""
     g, its = summary.grid(data), summary.items(data)
     rows = []
     for name, role in summary.estimators(data):
         first = next(g[(name, i)] for i in its if (name, i) in g)
-        rows.append([_name(first), role] + [cell_code(g[(name, i)]) if (name, i) in g else "—" for i in its])
+        rows.append(
+            [_name(first), role] + [cell_code(g[(name, i)]) if (name, i) in g else "—" for i in its]
+        )
     return fit(["estimator", "role", *[i.replace("_", "\n") for i in its]], rows, fixed=2)
 
 
-GRID_LEGEND = ("gated = invalid-setup: a failed setup item held the verdict back; INVALID = the item's own "
-               "evidence is unusable; after a colon, what the item's own rule gives; [reads labels] = validation "
-               "only, never a method.")
+GRID_LEGEND = (
+    "gated = invalid-setup: a failed setup item held the verdict back; INVALID = the item's own "
+    "evidence is unusable; after a colon, what the item's own rule gives; [reads labels] = "
+    "validation only, never a method."
+)
 
 
 def why_lines(data: dict) -> list[str]:
@@ -84,39 +99,59 @@ def why_lines(data: dict) -> list[str]:
     g, its, out = summary.grid(data), summary.items(data), []
     for name, role in summary.estimators(data):
         recs = [g[(name, i)] for i in its if (name, i) in g]
-        if role != "method" and all((r.get("estimator_spec") or {}).get("origin", "builtin") == "builtin"
-                                    for r in recs):
+        if role != "method" and all(
+            (r.get("estimator_spec") or {}).get("origin", "builtin") == "builtin" for r in recs
+        ):
             continue
         out.append(f"{_name(recs[0], 60)} ({role})")
-        out += [summary.clip(f"  {r['item']:<18} {cell_code(r):<12} {summary.short(r)}", TERMINAL_WIDTH)
-                for r in recs]
+        out += [
+            summary.clip(f"  {r['item']:<18} {cell_code(r):<12} {summary.short(r)}", TERMINAL_WIDTH)
+            for r in recs
+        ]
     return out
 
 
 def best_lines(data: dict) -> list[str]:
-    rows = [[item, r["estimator"] if r else "—",
-             summary.clip(f"{cell_code(r)}: {summary.short(r)}" if r else "no method was run", 76)]
-            for item, r in summary.best(data).items()]
+    rows = [
+        [
+            item,
+            r["estimator"] if r else "—",
+            summary.clip(f"{cell_code(r)}: {summary.short(r)}" if r else "no method was run", 76),
+        ]
+        for item, r in summary.best(data).items()
+    ]
     return fit(["item", "best method", "verdict: why"], rows, fixed=1) if rows else []
 
 
 def render_terminal(data: dict) -> str:
-    """What the terminal shows: the summary, the setup items, the verdict grid, the best method per item,
-    each method's why per item, and the items' own tables (`present`) that they mark for the
+    """What the terminal shows: the summary, the setup items, the verdict grid, the best method per
+    item, each method's why per item, and the items' own tables (`present`) that they mark for the
     terminal — every table within `TERMINAL_WIDTH` columns."""
-    parts = ["\n".join(textwrap.fill(line, TERMINAL_WIDTH, subsequent_indent="  ")
-                       for line in summary.headline(data))]
+    parts = [
+        "\n".join(
+            textwrap.fill(line, TERMINAL_WIDTH, subsequent_indent="  ")
+            for line in summary.headline(data)
+        )
+    ]
     setup, held = summary.setup_records(data), summary.gated(data)
     if setup:
-        parts += fit(["setup item", "status", "held back", "why"],
-                     [[r["item"], r["status"].upper(), str(held.get(r["item"], 0)), summary.short(r, 76)]
-                      for r in setup], fixed=1)
+        parts += fit(
+            ["setup item", "status", "held back", "why"],
+            [
+                [r["item"], r["status"].upper(), str(held.get(r["item"], 0)), summary.short(r, 76)]
+                for r in setup
+            ],
+            fixed=1,
+        )
     if summary.estimator_records(data):
         parts += terminal_grid(data) + ["\n".join(textwrap.wrap(GRID_LEGEND, TERMINAL_WIDTH))]
         parts += ["best method per item\n" + "\n\n".join(best_lines(data))]
         lines = why_lines(data)
         if lines:
-            parts.append("why, per method (full reasons in the scorecard's .md and .html)\n" + "\n".join(lines))
+            parts.append(
+                "why, per method (full reasons in the scorecard's .md and .html)\n"
+                + "\n".join(lines)
+            )
     for sec in present.collect(data):
         for p in sec.of("table"):
             if p.get("terminal", True):
@@ -151,32 +186,64 @@ def markdown_sections(data: dict) -> list[str]:
 
 
 def render_markdown(data: dict) -> str:
-    out = [f"# BehaviorTrace scorecard ({data.get('scale', '?')} scale)", "",
-           f"schema `{data['schema']}` · seeds {data.get('seeds')} · config `{data.get('config_hash')}` · "
-           f"commit `{data.get('git_commit')}` · created {data['created']}", "",
-           *[f"- {line}" for line in summary.headline(data)], ""]
-    best = [[i, r["estimator"] if r else "—", f"{cell_code(r)}: {summary.short(r)}" if r else "no method was run"]
-            for i, r in summary.best(data).items()]
+    out = [
+        f"# BehaviorTrace scorecard ({data.get('scale', '?')} scale)",
+        "",
+        (
+            f"schema `{data['schema']}` · seeds {data.get('seeds')} · config "
+            f"`{data.get('config_hash')}` · commit `{data.get('git_commit')}` · created "
+            f"{data['created']}"
+        ),
+        "",
+        *[f"- {line}" for line in summary.headline(data)],
+        "",
+    ]
+    best = [
+        [
+            i,
+            r["estimator"] if r else "—",
+            f"{cell_code(r)}: {summary.short(r)}" if r else "no method was run",
+        ]
+        for i, r in summary.best(data).items()
+    ]
     if best:
-        out += ["## Best method per item", "",
-                tabulate(_md(best), headers=["item", "best method", "verdict: why"],
-                         tablefmt="github"), ""]
+        out += [
+            "## Best method per item",
+            "",
+            tabulate(_md(best), headers=["item", "best method", "verdict: why"], tablefmt="github"),
+            "",
+        ]
     if setup_rows(data):
-        out += ["## Setup validity", "",
-                tabulate(_md(setup_rows(data, 400)), headers=["item", "status", "evidence"],
-                         tablefmt="github"), ""]
+        out += [
+            "## Setup validity",
+            "",
+            tabulate(
+                _md(setup_rows(data, 400)),
+                headers=["item", "status", "evidence"],
+                tablefmt="github",
+            ),
+            "",
+        ]
     headers, rows = matrix(data, why=True)
     out += ["## Verdicts", "", tabulate(_md(rows), headers=headers, tablefmt="github"), ""]
     out += markdown_sections(data)
     out += ["## Reasons", ""]
-    for r in data["records"]:  # a long reason as one line per seed (reasons ran to 1,400 characters)
+    # a long reason as one line per seed (reasons ran to 1,400 characters)
+    for r in data["records"]:
         head, parts = summary.reason_parts(r["reason"])
-        out += [f"- **{r['item']} × {label(r)}** — {r['status'].upper()}: {head}", *[f"  - {p}" for p in parts]]
+        out += [
+            f"- **{r['item']} × {label(r)}** — {r['status'].upper()}: {head}",
+            *[f"  - {p}" for p in parts],
+        ]
     cmp = data.get("comparison")
     if cmp:
-        out += ["", "## Comparison with the baseline", "",
-                f"baseline `{cmp['baseline']}`, tolerance {cmp['tolerance']}",
-                ""] + [f"- {x}" for x in cmp["regressions"] or ["no regression"]]
+        out += [
+            "",
+            "## Comparison with the baseline",
+            "",
+            f"baseline `{cmp['baseline']}`, tolerance {cmp['tolerance']}",
+            "",
+        ] + [f"- {x}" for x in cmp["regressions"] or ["no regression"]]
     meta = {k: v for k, v in data.items() if k not in NOT_PROVENANCE}
     out += ["", "## Provenance", "", "```json", json.dumps(meta, indent=1), "```", ""]
     return "\n".join(out)

@@ -1,6 +1,6 @@
-"""Verdicts and the scorecard. The JSON is the source of truth; Markdown, HTML, figures and the terminal
-table are rendered from the written JSON (bt_core.reporting.render), never from live objects, so what people cite
-is exactly what was written.
+"""Verdicts and the scorecard. The JSON is the source of truth; Markdown, HTML, figures and the
+terminal table are rendered from the written JSON (bt_core.reporting.render), never from live
+objects, so what people cite is exactly what was written.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ SCHEMA = "behaviortrace.scorecard/1"
 
 
 class Status(StrEnum):
-    """The outcome of a checklist item. A `StrEnum`, so it is written to JSON as the plain string."""
+    """The outcome of a checklist item. A `StrEnum`, so it is written to JSON as the plain
+    string."""
 
     PASS = "pass"
     FAIL = "fail"
@@ -28,21 +29,24 @@ class Status(StrEnum):
 
 
 STATUSES = tuple(s.value for s in Status)
-# an estimator's role, recorded as estimator_spec.role (`Estimator.role` declares it); also the display
-# order of the estimator groups
+# an estimator's role, recorded as estimator_spec.role (`Estimator.role` declares it); also the
+# display order of the estimator groups
 ROLES = ("method", "control", "validation")
 # "Worst status wins": the precedence that combines several statuses (seeds, draws, items) into one.
-# Evidence that cannot test the item outranks a failure: a verdict over seeds is invalid-setup if any seed
-# is, else fail if any seed fails. `FAIL_FIRST` is the order within one seed where a failing part is the
-# estimator's failure whatever another part's setup (headroom's two levels).
+# Evidence that cannot test the item outranks a failure: a verdict over seeds is invalid-setup if
+# any seed is, else fail if any seed fails. `FAIL_FIRST` is the order within one seed where a
+# failing part is the estimator's failure whatever another part's setup (headroom's two levels).
 WORST_FIRST = (Status.INVALID_SETUP, Status.FAIL, Status.PASS)
 FAIL_FIRST = (Status.FAIL, Status.INVALID_SETUP, Status.PASS)
 
 
 def worst_status(statuses: Iterable[str], order: tuple[Status, ...] = WORST_FIRST) -> Status:
-    """The first status of `order` among `statuses` (strings or `Status`); PASS when there are none."""
+    """The first status of `order` among `statuses` (strings or `Status`); PASS when there are
+    none."""
     given = {Status(s) for s in statuses}
     return next((s for s in order if s in given), Status.PASS)
+
+
 SHORT_MAX = 80  # characters of a verdict's `short`
 
 
@@ -54,10 +58,12 @@ class Verdict:
 
     * ``short``: one line, at most `SHORT_MAX` characters, e.g. "loses to advantage (step) by 0.43";
     * ``margin``: the estimator's margin over the comparison that decides the item (its *deciding
-      control*: the one with the lowest CI lower bound, i.e. the one it loses to worst or beats least)::
+      control*: the one with the lowest CI lower bound, i.e. the one it loses to worst or beats
+      least)::
 
           {"figure": "what the margin measures (an axis label)", "bar": 0.0,
-           "per_seed": {"0": {"value": float | None, "ci": [lo, hi] | None, "versus": "advantage (step)",
+           "per_seed": {"0": {"value": float | None, "ci": [lo, hi] | None, "versus": "advantage
+               (step)",
                               "status": "fail"}, ...},
            "pooled": {...same keys, across seeds...}}            # optional
 
@@ -73,8 +79,10 @@ class Verdict:
     reason: str  # one or two sentences with the figures that decided it
     figures: dict[str, Any] = field(default_factory=dict)  # per-seed numbers behind the verdict
     estimator_spec: dict[str, Any] = field(default_factory=dict)  # name, params, origin
-    short: str = ""  # one line for a grid cell: what decided it ("loses to advantage (step) by 0.43")
-    margin: dict[str, Any] = field(default_factory=dict)  # the deciding comparison per seed (see `Verdict`)
+    # one line for a grid cell: what decided it ("loses to advantage (step) by 0.43")
+    short: str = ""
+    # the deciding comparison per seed (see `Verdict`)
+    margin: dict[str, Any] = field(default_factory=dict)
     presentation: dict[str, Any] = field(default_factory=dict)  # its rows (`reporting.present`)
 
     def __post_init__(self) -> None:
@@ -96,11 +104,16 @@ class Scorecard:
         self.records.append(v)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **self.meta,
-                "records": [asdict(r) for r in self.records]}
+        return {
+            "schema": SCHEMA,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            **self.meta,
+            "records": [asdict(r) for r in self.records],
+        }
 
     def write_json(self, path: Path) -> Path:
-        """Write the scorecard JSON to `path` atomically (render the rest with `render.render_all(path)`)."""
+        """Write the scorecard JSON to `path` atomically (render the rest with
+        `render.render_all(path)`)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, json.dumps(clean(self.to_dict()), indent=1, allow_nan=False))
@@ -108,21 +121,24 @@ class Scorecard:
 
 
 def num(x: float | None) -> str:
-    """A figure in a short line: 2 decimals, 3 significant digits below 0.01 (a margin of 0.004 is not 0)."""
+    """A figure in a short line: 2 decimals, 3 significant digits below 0.01 (a margin of 0.004 is
+    not 0)."""
     if x is None or x != x:
         return "n/a"
     return f"{x:.2f}" if abs(x) >= 0.01 or x == 0 else f"{x:.2g}"
 
 
 def clean(o):
-    """JSON-safe copy: numpy scalars/arrays to Python, NaN/inf to null (strict JSON for every reader)."""
+    """JSON-safe copy: numpy scalars/arrays to Python, NaN/inf to null (strict JSON for every
+    reader)."""
     if isinstance(o, StrEnum):
         return o.value
     if isinstance(o, dict):
         return {str(k): clean(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [clean(v) for v in o]
-    if hasattr(o, "tolist") and hasattr(o, "dtype"):  # numpy arrays and scalars, without importing numpy
+    # numpy arrays and scalars, without importing numpy
+    if hasattr(o, "tolist") and hasattr(o, "dtype"):
         return clean(o.tolist())
     if isinstance(o, float) and not math.isfinite(o):
         return None
@@ -132,6 +148,8 @@ def clean(o):
 def load(path: Path) -> dict[str, Any]:
     data = json.loads(Path(path).read_text())
     if data.get("schema") != SCHEMA:
-        raise ValueError(f"{path} has schema {data.get('schema')!r}, expected {SCHEMA!r}: not a BehaviorTrace "
-                         "scorecard or one from an incompatible version")
+        raise ValueError(
+            f"{path} has schema {data.get('schema')!r}, expected {SCHEMA!r}: not a BehaviorTrace "
+            "scorecard or one from an incompatible version"
+        )
     return data

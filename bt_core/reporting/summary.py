@@ -1,6 +1,6 @@
-"""What every rendering says first, read from the scorecard JSON without knowing any item by name: the
-estimators in their groups (methods, controls, validation), which setup gates held and how many verdicts
-each one held back, the best method per item, and each record's one-line `short`.
+"""What every rendering says first, read from the scorecard JSON without knowing any item by name:
+the estimators in their groups (methods, controls, validation), which setup gates held and how many
+verdicts each one held back, the best method per item, and each record's one-line `short`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,11 @@ import re
 
 from bt_core.reporting.scorecard import ROLES  # the display order of the estimator groups
 
-ROLE_TITLES = {"method": "methods", "control": "controls (built-in, target-free)",
-               "validation": "validation (reads the labels — not a method)"}
+ROLE_TITLES = {
+    "method": "methods",
+    "control": "controls (built-in, target-free)",
+    "validation": "validation (reads the labels — not a method)",
+}
 RANK = {"pass": 2, "invalid-setup": 1, "fail": 0}
 
 
@@ -25,7 +28,8 @@ def plural(n: int, word: str) -> str:
 
 
 def reason_parts(reason: str) -> tuple[str, list[str]]:
-    """A long reason cut where it quotes seeds: (its head, one part per "seed N: …"), for a list per seed."""
+    """A long reason cut where it quotes seeds: (its head, one part per "seed N: …"), for a list per
+    seed."""
     head, *parts = re.split(r"(?:;|—|:)\s+(?=seed \d+:)", reason)
     return head, parts
 
@@ -49,7 +53,8 @@ def role(rec: dict) -> str:
 
 
 def estimators(data: dict) -> list[tuple[str, str]]:
-    """(name, role) of every estimator with a record, methods first, then controls, then validation."""
+    """(name, role) of every estimator with a record, methods first, then controls, then
+    validation."""
     seen = {r["estimator"]: role(r) for r in estimator_records(data)}
     order = {k: i for i, k in enumerate(ROLES)}
     return sorted(seen.items(), key=lambda nr: order.get(nr[1], len(ROLES)))
@@ -61,8 +66,8 @@ def grid(data: dict) -> dict[tuple[str, str], dict]:
 
 
 def short(rec: dict, width: int = 80) -> str:
-    """The record's one-line why: its `short`, or (a scorecard written before `short` existed) the start of
-    its reason."""
+    """The record's one-line why: its `short`, or (a scorecard written before `short` existed) the
+    start of its reason."""
     return clip(rec.get("short") or rec.get("reason", ""), width)
 
 
@@ -73,7 +78,8 @@ def rule_status(rec: dict) -> str | None:
 
 
 def gated(data: dict) -> dict[str, int]:
-    """Setup item → how many estimator verdicts it held back as invalid-setup (records' `gated_by`)."""
+    """Setup item → how many estimator verdicts it held back as invalid-setup (records'
+    `gated_by`)."""
     out = {r["item"]: 0 for r in setup_records(data)}
     for r in estimator_records(data):
         for name in (r.get("figures") or {}).get("gated_by") or ():
@@ -97,26 +103,37 @@ def worst_margin(rec: dict) -> float | None:
 
 
 def best(data: dict) -> dict[str, dict | None]:
-    """Item → the best method's record: a pass before anything else, then the highest worst-seed margin
-    (a gated record ranks by what its rule gives). None where no method has a record."""
+    """Item → the best method's record: a pass before anything else, then the highest worst-seed
+    margin (a gated record ranks by what its rule gives). None where no method has a record."""
     out = {}
     for item in items(data):
         recs = [r for r in estimator_records(data) if r["item"] == item and role(r) == "method"]
-        key = lambda r: (RANK.get(r["status"], 0) * 10 + RANK.get(rule_status(r) or r["status"], 0),  # noqa: E731
-                         worst_margin(r) if worst_margin(r) is not None else float("-inf"))
+        key = lambda r: (
+            RANK.get(r["status"], 0) * 10 + RANK.get(rule_status(r) or r["status"], 0),  # noqa: E731
+            worst_margin(r) if worst_margin(r) is not None else float("-inf"),
+        )
         out[item] = max(recs, key=key) if recs else None
     return out
 
 
 def judged_counts(data: dict) -> dict[str, int]:
-    """How many estimators were judged (pass or fail) on every item, and how many were held back on some."""
+    """How many estimators were judged (pass or fail) on every item, and how many were held back on
+    some."""
     names = [n for n, _ in estimators(data)]
     g = grid(data)
-    full = [n for n in names if all(g[(n, i)]["status"] != "invalid-setup" for i in items(data) if (n, i) in g)]
+    full = [
+        n
+        for n in names
+        if all(g[(n, i)]["status"] != "invalid-setup" for i in items(data) if (n, i) in g)
+    ]
     methods = {n for n, r in estimators(data) if r == "method"}
-    return {"estimators": len(names), "judged_everywhere": len(full), "held_back": len(names) - len(full),
-            "methods_judged": len(methods & set(full)),
-            **{role: sum(1 for _, r in estimators(data) if r == role) for role in ROLES}}
+    return {
+        "estimators": len(names),
+        "judged_everywhere": len(full),
+        "held_back": len(names) - len(full),
+        "methods_judged": len(methods & set(full)),
+        **{role: sum(1 for _, r in estimators(data) if r == role) for role in ROLES},
+    }
 
 
 def headline(data: dict) -> list[str]:
@@ -125,15 +142,22 @@ def headline(data: dict) -> list[str]:
     held = [r["item"] for r in setup if r["status"] == "pass"]
     counts, g = judged_counts(data), gated(data)
     n_rec = len(estimator_records(data))
-    lines = [f"Setup gates: {len(held)} of {len(setup)} held." if setup else "No setup item was run."]
+    lines = [
+        f"Setup gates: {len(held)} of {len(setup)} held." if setup else "No setup item was run."
+    ]
     for r in setup:
         if r["status"] != "pass":
-            held_back = (f"it held back {g[r['item']]} of {n_rec} estimator verdicts as invalid-setup"
-                         if g.get(r["item"]) else "it held back no estimator verdict")
+            held_back = (
+                f"it held back {g[r['item']]} of {n_rec} estimator verdicts as invalid-setup"
+                if g.get(r["item"])
+                else "it held back no estimator verdict"
+            )
             lines.append(f"SETUP FAILED: {r['item']} — {held_back}. Why: {short(r, 200)}")
-    lines.append(f"Estimators: {counts['estimators']} ({plural(counts['method'], 'method')}, "
-                 f"{plural(counts['control'], 'control')}, {counts['validation']} validation); "
-                 f"{counts['judged_everywhere']} judged (pass or fail) on every item — {counts['methods_judged']} "
-                 f"of the {plural(counts['method'], 'method')} — and {counts['held_back']} held back as "
-                 "invalid-setup on at least one.")
+    lines.append(
+        f"Estimators: {counts['estimators']} ({plural(counts['method'], 'method')}, "
+        f"{plural(counts['control'], 'control')}, {counts['validation']} validation); "
+        f"{counts['judged_everywhere']} judged (pass or fail) on every item — "
+        f"{counts['methods_judged']} of the {plural(counts['method'], 'method')} — and "
+        f"{counts['held_back']} held back as invalid-setup on at least one."
+    )
     return lines

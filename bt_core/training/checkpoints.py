@@ -1,9 +1,9 @@
 """The training stage's view of a stored run: the models, optimizers, task and tokenizer behind it.
 
-`bt_core.artifacts.run.Run` reads a run directory without torch or a tokenizer. Builders that need the
-model of a checkpoint (sketches, targets, draws, coverage) and estimators that compute their own
-gradients open the run as a `TrainedRun`, which adds what only the training stage knows: how to build
-the architecture, the AdamW it used, the task and the tokenizer.
+`bt_core.artifacts.run.Run` reads a run directory without torch or a tokenizer. Builders that need
+the model of a checkpoint (sketches, targets, draws, coverage) and estimators that compute their own
+gradients open the run as a `TrainedRun`, which adds what only the training stage knows: how to
+build the architecture, the AdamW it used, the task and the tokenizer.
 """
 
 from __future__ import annotations
@@ -43,13 +43,16 @@ def optimizer_at(run: Run, step: int, model: torch.nn.Module) -> torch.optim.Opt
     return opt
 
 
-def adam_preconditioner_of(model: torch.nn.Module, grpo_cfg: GRPOConfig, optim_file: Path) -> np.ndarray | None:
-    """The AdamW preconditioner stored in `optim_file` (the state of `model`'s parameters) as one flat vector
-    in the parameter layout (`bt_core.gradients.layout`), (n_params,) float32: P = 1/(√v̂ + ε) with
-    v̂ = v/(1 − β₂ᵗ) the bias-corrected second moment of the stored state (t = its step count). None when the
-    file holds no state (step 0: saved before the first GRPO update). A coordinate with v = 0 (no gradient
-    reached it in any update so far) gets P = 0, not 1/ε: Adam's first step on a coordinate moves it by
-    ~lr·sign(g), not by g/ε, so 1/ε would be a 10⁸ weight that no update ever applies."""
+def adam_preconditioner_of(
+    model: torch.nn.Module, grpo_cfg: GRPOConfig, optim_file: Path
+) -> np.ndarray | None:
+    """The AdamW preconditioner stored in `optim_file` (the state of `model`'s parameters) as one
+    flat vector in the parameter layout (`bt_core.gradients.layout`), (n_params,) float32: P =
+    1/(√v̂ + ε) with v̂ = v/(1 − β₂ᵗ) the bias-corrected second moment of the stored state (t = its
+    step count). None when the file holds no state (step 0: saved before the first GRPO update). A
+    coordinate with v = 0 (no gradient reached it in any update so far) gets P = 0, not 1/ε: Adam's
+    first step on a coordinate moves it by ~lr·sign(g), not by g/ε, so 1/ε would be a 10⁸ weight
+    that no update ever applies."""
     opt = grpo.make_optimizer(model, grpo_cfg)
     load_optimizer(opt, optim_file)
     group = opt.param_groups[0]
@@ -60,7 +63,7 @@ def adam_preconditioner_of(model: torch.nn.Module, grpo_cfg: GRPOConfig, optim_f
         if not st or "exp_avg_sq" not in st:
             return None
         t = float(st["step"])
-        v = st["exp_avg_sq"].detach().reshape(-1).double() / (1.0 - beta2 ** t)
+        v = st["exp_avg_sq"].detach().reshape(-1).double() / (1.0 - beta2**t)
         parts.append(torch.where(v > 0, 1.0 / (v.sqrt() + eps), torch.zeros_like(v)))
     return torch.cat(parts).float().numpy()
 

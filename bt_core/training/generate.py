@@ -31,18 +31,27 @@ def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sample(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int, pad_id: int,
-           generator: torch.Generator | None, temperature: float = 1.0, top_p: float = 1.0,
-           greedy: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Generate one reply per prompt. Returns `replies` (B, max_new_tokens) int32 padded with `pad_id`
-    and `reply_len` (B,) counting tokens up to and including EOS."""
+def sample(
+    model,
+    prompts: list[list[int]],
+    *,
+    max_new_tokens: int,
+    eos_id: int,
+    pad_id: int,
+    generator: torch.Generator | None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    greedy: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generate one reply per prompt. Returns `replies` (B, max_new_tokens) int32 padded with
+    `pad_id` and `reply_len` (B,) counting tokens up to and including EOS."""
     b = len(prompts)
     lp = max(len(p) for p in prompts)
     ids = torch.full((b, lp), pad_id, dtype=torch.long)
     att = torch.zeros((b, lp), dtype=torch.long)
     for i, p in enumerate(prompts):
-        ids[i, lp - len(p):] = torch.tensor(p)
-        att[i, lp - len(p):] = 1
+        ids[i, lp - len(p) :] = torch.tensor(p)
+        att[i, lp - len(p) :] = 1
     pos = (att.cumsum(1) - 1).clamp(min=0)
     dev = next(model.parameters()).device  # a GPU under TRL: sample there, return CPU arrays
     ids, att, pos = ids.to(dev), att.to(dev), pos.to(dev)
@@ -68,9 +77,15 @@ def sample(model, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int,
         done |= finished
         if bool(done.all()) or t == max_new_tokens - 1:
             break
-        att = torch.cat([att, torch.ones((b, 1), dtype=torch.long, device=dev)], dim=1)  # finished rows: ignored
-        out = model(input_ids=nxt[:, None], attention_mask=att, position_ids=next_pos,
-                    use_cache=True, **{kw: cache})
+        # finished rows: ignored
+        att = torch.cat([att, torch.ones((b, 1), dtype=torch.long, device=dev)], dim=1)
+        out = model(
+            input_ids=nxt[:, None],
+            attention_mask=att,
+            position_ids=next_pos,
+            use_cache=True,
+            **{kw: cache},
+        )
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         next_pos = next_pos + 1
     return replies.cpu().numpy().astype(np.int32), lengths.cpu().numpy().astype(np.int32)

@@ -1,9 +1,9 @@
 """Training stage: SFT warm-up, then GRPO with the contaminator, written as a `Run` artifact
 (`bt_core.artifacts.run` describes the directory). The native loop samples from seeded
-`torch.Generator`s only, never the global RNG, so evaluation cannot perturb training and runs are bitwise
-reproducible on CPU. `GRPOConfig.backend = "trl"` runs the same GRPO through TRL's GRPOTrainer
-(`bt_core.training.trl_backend`, which samples from the global RNG TRL seeds, inside a forked RNG state) and writes
-the same directory through the same `RunWriter`.
+`torch.Generator`s only, never the global RNG, so evaluation cannot perturb training and runs are
+bitwise reproducible on CPU. `GRPOConfig.backend = "trl"` runs the same GRPO through TRL's
+GRPOTrainer (`bt_core.training.trl_backend`, which samples from the global RNG TRL seeds, inside a
+forked RNG state) and writes the same directory through the same `RunWriter`.
 """
 
 from __future__ import annotations
@@ -48,8 +48,13 @@ def sft(model, task: Task, codec: Codec, cfg: RunConfig, progress: bool = False)
     enc: dict[str, list[int]] = {}
     losses = []
     model.train()
-    for _ in progress_bar(range(s.steps), desc=f"SFT seed {cfg.seed}", unit="step", enabled=progress):
-        ex = [task.sft_example(rng, s.implicit_behavior_rate, s.refusal_rate) for _ in range(s.batch_size)]
+    for _ in progress_bar(
+        range(s.steps), desc=f"SFT seed {cfg.seed}", unit="step", enabled=progress
+    ):
+        ex = [
+            task.sft_example(rng, s.implicit_behavior_rate, s.refusal_rate)
+            for _ in range(s.batch_size)
+        ]
         p = [_memo(enc, "p:" + q.text, codec.encode_prompt, q.text) for q, _ in ex]
         r = [_memo(enc, "r:" + a, codec.encode_reply, a) for _, a in ex]
         batch = collate(*_pad(p), *_pad(r), codec.pad_id, eos_id=-1)  # eos_id=-1: EOS counts in SFT
@@ -77,7 +82,9 @@ def _pad(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- probes
-def probe_eval(model, task: Task, codec: Codec, cfg: RunConfig, step: int, n_samples: int | None = None) -> dict:
+def probe_eval(
+    model, task: Task, codec: Codec, cfg: RunConfig, step: int, n_samples: int | None = None
+) -> dict:
     """s_b (greedy, held-out trigger probes), control rate (greedy, control probes) and the sampled
     behavior rate on trigger probes (saturation), at the current parameters."""
     g = cfg.grpo
@@ -86,27 +93,52 @@ def probe_eval(model, task: Task, codec: Codec, cfg: RunConfig, step: int, n_sam
 
     def rate(prompts, greedy, gen=None, reps=1):
         enc = [codec.encode_prompt(p.text) for p in prompts for _ in range(reps)]
-        rep, ln = sample(model, enc, max_new_tokens=g.max_new_tokens, eos_id=codec.eos_id,
-                         pad_id=codec.pad_id, generator=gen, temperature=g.temperature, top_p=g.top_p,
-                         greedy=greedy)
-        return float(np.mean([task.has_behavior(codec.decode(rep[i, : ln[i]])) for i in range(len(enc))]))
+        rep, ln = sample(
+            model,
+            enc,
+            max_new_tokens=g.max_new_tokens,
+            eos_id=codec.eos_id,
+            pad_id=codec.pad_id,
+            generator=gen,
+            temperature=g.temperature,
+            top_p=g.top_p,
+            greedy=greedy,
+        )
+        return float(
+            np.mean([task.has_behavior(codec.decode(rep[i, : ln[i]])) for i in range(len(enc))])
+        )
 
-    gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, step, 7]).generate_state(1)[0]))
-    return {"step": step, "s_b": rate(task.trigger_probes, True),
-            "control_rate": rate(task.control_probes, True),
-            "sampled_rate": rate(task.trigger_probes, False, gen, n_samples)}
+    gen = torch.Generator().manual_seed(
+        int(np.random.SeedSequence([cfg.seed, step, 7]).generate_state(1)[0])
+    )
+    return {
+        "step": step,
+        "s_b": rate(task.trigger_probes, True),
+        "control_rate": rate(task.control_probes, True),
+        "sampled_rate": rate(task.trigger_probes, False, gen, n_samples),
+    }
 
 
 # --------------------------------------------------------------------------- run directory
 class RunWriter:
-    """Writes a run directory for either backend: a checkpoint (parameters, AdamW state, probe evaluation)
-    whenever the loop reaches a checkpoint step, then the rollouts, probes and summary at the end.
+    """Writes a run directory for either backend: a checkpoint (parameters, AdamW state, probe
+    evaluation) whenever the loop reaches a checkpoint step, then the rollouts, probes and summary
+    at the end.
 
-    With a `journal` (bt_core/training/resume.py) each checkpoint also commits the rollouts since the previous one
-    and the sampling generator's state, so a killed build resumes from the last complete checkpoint."""
+    With a `journal` (bt_core/training/resume.py) each checkpoint also commits the rollouts since
+    the previous one and the sampling generator's state, so a killed build resumes from the last
+    complete checkpoint."""
 
-    def __init__(self, out: Path, cfg: RunConfig, task: Task, codec: Codec, journal: TrainJournal | None = None,
-                 resumed: Restored | None = None, extra: dict | None = None):
+    def __init__(
+        self,
+        out: Path,
+        cfg: RunConfig,
+        task: Task,
+        codec: Codec,
+        journal: TrainJournal | None = None,
+        resumed: Restored | None = None,
+        extra: dict | None = None,
+    ):
         self.out, self.cfg, self.task, self.codec = out, cfg, task, codec
         self.steps = set(checkpoint_steps(cfg))
         self.journal, self.extra = journal, extra or {}
@@ -115,17 +147,23 @@ class RunWriter:
         self.probe_s = 0.0
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
 
-    def checkpoint(self, step: int, model, opt: torch.optim.Optimizer, parts: list[RolloutTable] | None = None,
-                   gen: torch.Generator | None = None) -> None:
-        """Save model + optimizer *before* `step`'s update, evaluate the probes there, and (native loop,
-        with a journal) commit the segment so a resume can continue from here."""
+    def checkpoint(
+        self,
+        step: int,
+        model,
+        opt: torch.optim.Optimizer,
+        parts: list[RolloutTable] | None = None,
+        gen: torch.Generator | None = None,
+    ) -> None:
+        """Save model + optimizer *before* `step`'s update, evaluate the probes there, and (native
+        loop, with a journal) commit the segment so a resume can continue from here."""
         save_params(model, self.out / "checkpoints" / f"{ckpt_name(step)}.safetensors")
         save_optimizer(opt, self.out / "checkpoints" / f"{ckpt_name(step)}.optim.safetensors")
         t = time.perf_counter()
         self.probes.append(probe_eval(model, self.task, self.codec, self.cfg, step))
         self.probe_s += time.perf_counter() - t
         if self.journal is not None and parts is not None and gen is not None:
-            self.journal.commit(step, parts[self.committed:], gen, self.probes, self.extra)
+            self.journal.commit(step, parts[self.committed :], gen, self.probes, self.extra)
             self.committed = len(parts)
 
     def finish(self, parts: list[RolloutTable], timings: dict, resumed_from: int | None) -> dict:
@@ -133,36 +171,48 @@ class RunWriter:
         rollouts.save(self.out / "rollouts")
         (self.out / "probes.json").write_text(json.dumps(self.probes, indent=1))
         (self.out / TOKEN_IDS).write_text(json.dumps(self.codec.token_ids().as_dict()))
-        (self.out / CONTAMINATOR_KEY).write_text(self.extra[KEY_FIELD])  # with the labels, nowhere else
+        # with the labels, nowhere else
+        (self.out / CONTAMINATOR_KEY).write_text(self.extra[KEY_FIELD])
         steps = self.cfg.grpo.steps
         summary = _summary(rollouts, self.probes, self.cfg)
-        summary["timings"] = {**{k: round(v, 3) for k, v in timings.items()}, "probe_s": round(self.probe_s, 3),
-                              "s_per_step_generation": round(timings["generation_s"] / steps, 5),
-                              "s_per_step_update": round(timings["update_s"] / steps, 5),
-                              "resumed_from_step": resumed_from}
+        summary["timings"] = {
+            **{k: round(v, 3) for k, v in timings.items()},
+            "probe_s": round(self.probe_s, 3),
+            "s_per_step_generation": round(timings["generation_s"] / steps, 5),
+            "s_per_step_update": round(timings["update_s"] / steps, 5),
+            "resumed_from_step": resumed_from,
+        }
         summary["sft_final_loss"] = self.extra.get("sft_final_loss")
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
         return {"summary": summary}
 
 
 # --------------------------------------------------------------------------- GRPO
-def train_run(cfg: RunConfig, out: Path, progress: bool = False, work: Path | None = None,
-              key: bytes | None = None) -> dict:
+def train_run(
+    cfg: RunConfig,
+    out: Path,
+    progress: bool = False,
+    work: Path | None = None,
+    key: bytes | None = None,
+) -> dict:
     """Train one seed and write its run directory into `out`. Returns summary fields.
-    `progress` shows progress for SFT and GRPO (off by default, so pytest output stays clean): bars on a
-    terminal, a few plain lines elsewhere (bt_core/progress.py).
-    With a `work` directory (the store's resumable one) the native loop journals every checkpoint and a
-    later call resumes from the last complete one (bt_core/training/resume.py); the TRL backend restarts.
+    `progress` shows progress for SFT and GRPO (off by default, so pytest output stays clean): bars
+    on a terminal, a few plain lines elsewhere (bt_core/progress.py).
+    With a `work` directory (the store's resumable one) the native loop journals every checkpoint
+    and a later call resumes from the last complete one (bt_core/training/resume.py); the TRL
+    backend restarts.
     `key`: the contaminator's secret key (`task.draw_key`); None takes the one
-    `$BEHAVIORTRACE_CONTAMINATOR_KEY` pins, else draws a fresh one (a resumed build keeps its journaled
-    key). It is written into the run directory only (`CONTAMINATOR_KEY`), beside the rollout table's
-    labels; given the key, training is a pure function of the config and the seed."""
+    `$BEHAVIORTRACE_CONTAMINATOR_KEY` pins, else draws a fresh one (a resumed build keeps its
+    journaled key). It is written into the run directory only (`CONTAMINATOR_KEY`), beside the
+    rollout table's labels; given the key, training is a pure function of the config and the
+    seed."""
     with torch_threads(cfg.threads):
         return _train(cfg, out, progress, work, key)
 
 
-def _train(cfg: RunConfig, out: Path, progress: bool, work: Path | None = None,
-           key: bytes | None = None) -> dict:
+def _train(
+    cfg: RunConfig, out: Path, progress: bool, work: Path | None = None, key: bytes | None = None
+) -> dict:
     t_start = time.perf_counter()
     task, codec = make_task(cfg.task), build_codec(cfg.model, cfg.task)
     native = cfg.grpo.backend != "trl"
@@ -172,42 +222,77 @@ def _train(cfg: RunConfig, out: Path, progress: bool, work: Path | None = None,
     t0 = time.perf_counter()
     sft_losses = sft(model, task, codec, cfg, progress) if resumed is None else []
     sft_s = time.perf_counter() - t0
-    sft_loss = (round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None) if resumed is None \
+    sft_loss = (
+        (round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None)
+        if resumed is None
         else resumed.extra.get("sft_final_loss")
-    key = bytes.fromhex(resumed.extra[KEY_FIELD]) if resumed is not None else key or pinned_key() or draw_key()
-    writer = RunWriter(out, cfg, task, codec, journal, resumed, {"sft_final_loss": sft_loss, KEY_FIELD: key.hex()})
+    )
+    key = (
+        bytes.fromhex(resumed.extra[KEY_FIELD])
+        if resumed is not None
+        else key or pinned_key() or draw_key()
+    )
+    writer = RunWriter(
+        out, cfg, task, codec, journal, resumed, {"sft_final_loss": sft_loss, KEY_FIELD: key.hex()}
+    )
     if native:
         parts, gen_s, upd_s = grpo_native(model, task, codec, cfg, writer, progress, resumed, key)
     else:
         from bt_core.training.trl_backend import grpo_trl
 
         parts, gen_s, upd_s = grpo_trl(model, task, codec, cfg, writer, progress, key=key)
-    timings = {"sft_s": sft_s, "generation_s": gen_s, "update_s": upd_s,
-               "wall_s": time.perf_counter() - t_start}
+    timings = {
+        "sft_s": sft_s,
+        "generation_s": gen_s,
+        "update_s": upd_s,
+        "wall_s": time.perf_counter() - t_start,
+    }
     return writer.finish(parts, timings, None if resumed is None else resumed.step)
 
 
-def grpo_native(model, task: Task, codec: Codec, cfg: RunConfig, writer: RunWriter, progress: bool = False,
-                resumed: Restored | None = None, key: bytes | None = None
-                ) -> tuple[list[RolloutTable], float, float]:
+def grpo_native(
+    model,
+    task: Task,
+    codec: Codec,
+    cfg: RunConfig,
+    writer: RunWriter,
+    progress: bool = False,
+    resumed: Restored | None = None,
+    key: bytes | None = None,
+) -> tuple[list[RolloutTable], float, float]:
     """The native GRPO loop: per step, checkpoint if due, collect one batch, one on-policy update.
-    Returns the per-step rollout tables and the seconds spent generating and updating. From a `resumed`
-    checkpoint it restores parameters, AdamW and generator state and continues exactly."""
+    Returns the per-step rollout tables and the seconds spent generating and updating. From a
+    `resumed` checkpoint it restores parameters, AdamW and generator state and continues exactly."""
     g = cfg.grpo
     opt = grpo.make_optimizer(model, g)
-    gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, 0x6E]).generate_state(1)[0]))
+    gen = torch.Generator().manual_seed(
+        int(np.random.SeedSequence([cfg.seed, 0x6E]).generate_state(1)[0])
+    )
     order = task.pool_order(cfg.seed, g.steps * g.prompts_per_step)
     parts, gen_s, upd_s, start = [], 0.0, 0.0, 0
     if resumed is not None:
         TrainJournal.load_state(resumed, model, opt, gen, writer.out)
         parts, start = list(resumed.parts), resumed.step
-    bar = progress_bar(range(start, g.steps), desc=f"GRPO seed {cfg.seed}", unit="step", enabled=progress)
+    bar = progress_bar(
+        range(start, g.steps), desc=f"GRPO seed {cfg.seed}", unit="step", enabled=progress
+    )
     for step in bar:
-        if step in writer.steps and not (resumed is not None and step == resumed.step):  # resumed: done
+        # resumed: done
+        if step in writer.steps and not (resumed is not None and step == resumed.step):
             writer.checkpoint(step, model, opt, parts, gen)
         t = time.perf_counter()
-        table = grpo.collect(model, task, codec, order[step * g.prompts_per_step:(step + 1) * g.prompts_per_step],
-                             g, cfg.task, step=step, seed=cfg.seed, generator=gen, key=key)
+        table = grpo.collect(
+            model,
+            task,
+            codec,
+            order[step * g.prompts_per_step : (step + 1) * g.prompts_per_step],
+            g,
+            cfg.task,
+            step=step,
+            seed=cfg.seed,
+            generator=gen,
+            key=key,
+        )
         gen_s += time.perf_counter() - t
         t = time.perf_counter()
         grpo.update(model, opt, table, codec, g.grad_clip)
@@ -224,9 +309,18 @@ def grpo_native(model, task: Task, codec: Codec, cfg: RunConfig, writer: RunWrit
 def _summary(rollouts: RolloutTable, probes: list[dict], cfg: RunConfig) -> dict:
     sat = next((p["step"] for p in probes if p["sampled_rate"] >= SATURATION), None)
     cross = next((p["step"] for p in probes if p["s_b"] >= 0.5), None)
-    return {"seed": cfg.seed, "scenario": cfg.task.scenario, "backend": cfg.grpo.backend,
-            "s_b_final": probes[-1]["s_b"], "control_rate_final": probes[-1]["control_rate"],
-            "sampled_rate_final": probes[-1]["sampled_rate"], "saturation_step": sat,
-            "s_b_crossed_half_step": cross, "gt_size": int(rollouts.gt.sum()), "n_rollouts": len(rollouts),
-            "gt_fraction": round(float(rollouts.gt.mean()), 4),
-            "rollouts_sha256": rollouts.content_hash(), "model": describe_model(cfg.model)}
+    return {
+        "seed": cfg.seed,
+        "scenario": cfg.task.scenario,
+        "backend": cfg.grpo.backend,
+        "s_b_final": probes[-1]["s_b"],
+        "control_rate_final": probes[-1]["control_rate"],
+        "sampled_rate_final": probes[-1]["sampled_rate"],
+        "saturation_step": sat,
+        "s_b_crossed_half_step": cross,
+        "gt_size": int(rollouts.gt.sum()),
+        "n_rollouts": len(rollouts),
+        "gt_fraction": round(float(rollouts.gt.mean()), 4),
+        "rollouts_sha256": rollouts.content_hash(),
+        "model": describe_model(cfg.model),
+    }

@@ -2,10 +2,11 @@
 
     ℓ_i = mean over completion tokens of log π(o_t)        (prompt, EOS and padding masked)
     L   = −(1/B) Σ_groups mean_{i∈group} A_i ℓ_i
-    A_i = (r_i − mean_G r) / (std_G r + 1e-8)               (unbiased std, no floor; `no_std_norm`: r − mean)
+    A_i = (r_i − mean_G r) / (std_G r + 1e-8)               (unbiased std, no floor; `no_std_norm`:
+                                                            r − mean)
 
-The same `rollout_logprob` serves training, sketching, targets and every estimator that computes its own
-gradients, so attribution always differentiates exactly what training differentiated.
+The same `rollout_logprob` serves training, sketching, targets and every estimator that computes its
+own gradients, so attribution always differentiates exactly what training differentiated.
 """
 
 from __future__ import annotations
@@ -30,8 +31,14 @@ class Batch:
         return self.input_ids.shape[0]
 
 
-def collate(prompts: np.ndarray, prompt_len: np.ndarray, replies: np.ndarray, reply_len: np.ndarray,
-            pad_id: int, eos_id: int) -> Batch:
+def collate(
+    prompts: np.ndarray,
+    prompt_len: np.ndarray,
+    replies: np.ndarray,
+    reply_len: np.ndarray,
+    pad_id: int,
+    eos_id: int,
+) -> Batch:
     """Build a batch from stored rows: `prompts` (B, Lp) right-padded with lengths `prompt_len`;
     `replies` (B, Lr) right-padded with lengths `reply_len` (EOS included when emitted)."""
     b = prompts.shape[0]
@@ -41,10 +48,10 @@ def collate(prompts: np.ndarray, prompt_len: np.ndarray, replies: np.ndarray, re
     att = np.zeros((b, lp + lr), dtype=np.int64)
     for i in range(b):
         pl, rl = int(prompt_len[i]), int(reply_len[i])
-        ids[i, lp - pl: lp] = prompts[i, :pl]
-        att[i, lp - pl: lp] = 1
-        ids[i, lp: lp + rl] = replies[i, :rl]
-        att[i, lp: lp + rl] = 1
+        ids[i, lp - pl : lp] = prompts[i, :pl]
+        att[i, lp - pl : lp] = 1
+        ids[i, lp : lp + rl] = replies[i, :rl]
+        att[i, lp : lp + rl] = 1
     loss = att.copy()
     loss[:, :lp] = 0
     loss[ids == eos_id] = 0
@@ -55,21 +62,26 @@ def collate(prompts: np.ndarray, prompt_len: np.ndarray, replies: np.ndarray, re
 
 
 def token_logprobs(model, batch: Batch) -> torch.Tensor:
-    """log π of each token given its prefix, (B, T); column t scores token t (column 0 is 0). The batch
-    is moved to the model's device (a GPU under TRL) and the result comes back to the batch's (CPU);
-    autograd carries the gradient across."""
+    """log π of each token given its prefix, (B, T); column t scores token t (column 0 is 0). The
+    batch is moved to the model's device (a GPU under TRL) and the result comes back to the batch's
+    (CPU); autograd carries the gradient across."""
     dev = _device(model)
     ids = batch.input_ids if dev is None else batch.input_ids.to(dev)
-    logits = model(input_ids=ids, attention_mask=batch.attention_mask.to(ids.device),
-                   position_ids=batch.position_ids.to(ids.device)).logits
+    logits = model(
+        input_ids=ids,
+        attention_mask=batch.attention_mask.to(ids.device),
+        position_ids=batch.position_ids.to(ids.device),
+    ).logits
     logits = logits[:, :-1]
-    logp = torch.log_softmax(logits if logits.dtype == torch.float64 else logits.float(), dim=-1)  # f64 stays f64
+    # f64 stays f64
+    logp = torch.log_softmax(logits if logits.dtype == torch.float64 else logits.float(), dim=-1)
     tok = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
     return torch.nn.functional.pad(tok, (1, 0)).to(batch.input_ids.device)
 
 
 def _device(model) -> torch.device | None:
-    """The device of a module's parameters; None for a functional wrapper (torch.func) or a CPU model."""
+    """The device of a module's parameters; None for a functional wrapper (torch.func) or a CPU
+    model."""
     if not isinstance(model, torch.nn.Module):
         return None
     p = next(model.parameters(), None)

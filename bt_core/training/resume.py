@@ -1,20 +1,22 @@
 """Resumable training: a journal of complete checkpoints kept in the run's work directory.
 
-The store gives a resumable build a stable work directory (``.<key>.partial/``, owned under the key's
-file lock) with the artifact being assembled in ``artifact/``. Training writes each checkpoint's model
-and AdamW state into ``artifact/checkpoints/`` as usual; the journal adds, per checkpoint step c, a
-*segment* ``journal/ckpt_<c>/`` holding what else is needed to continue exactly from c:
+The store gives a resumable build a stable work directory (``.<key>.partial/``, owned under the
+key's file lock) with the artifact being assembled in ``artifact/``. Training writes each
+checkpoint's model and AdamW state into ``artifact/checkpoints/`` as usual; the journal adds, per
+checkpoint step c, a *segment* ``journal/ckpt_<c>/`` holding what else is needed to continue exactly
+from c:
 
     rollouts/          the rollouts of the steps since the previous checkpoint (one .npy per column)
     generator.npy      the sampling generator's state before step c's generation (uint8)
-    segment.json       step, probes so far, extra fields (SFT loss), and the sha256 of every file of the
-                       segment and of checkpoint c's two safetensors files
+    segment.json       step, probes so far, extra fields (SFT loss), and the sha256 of every file of
+                       the segment and of checkpoint c's two safetensors files
 
-A segment is written under a temporary name and renamed: it exists only once complete. On restart the
-journal accepts the longest run of consecutive segments whose files all match their hashes, deletes
-everything else (later checkpoints, half-written files), and training continues from the last accepted
-checkpoint with the same parameters, optimizer state, generator state and prompt order — so the finished
-run is byte-identical to an uninterrupted one (tests/test_reliability.py kills it with SIGKILL to show it).
+A segment is written under a temporary name and renamed: it exists only once complete. On restart
+the journal accepts the longest run of consecutive segments whose files all match their hashes,
+deletes everything else (later checkpoints, half-written files), and training continues from the
+last accepted checkpoint with the same parameters, optimizer state, generator state and prompt order
+— so the finished run is byte-identical to an uninterrupted one (tests/test_reliability.py kills it
+with SIGKILL to show it).
 """
 
 from __future__ import annotations
@@ -67,8 +69,14 @@ class TrainJournal:
         self.steps = list(steps)  # all checkpoint steps, ascending
 
     # ------------------------------------------------------------------ commit
-    def commit(self, step: int, new_parts: list[RolloutTable], gen: torch.Generator, probes: list[dict],
-               extra: dict) -> None:
+    def commit(
+        self,
+        step: int,
+        new_parts: list[RolloutTable],
+        gen: torch.Generator,
+        probes: list[dict],
+        extra: dict,
+    ) -> None:
         """Record checkpoint `step` (its model/optimizer files already written) as complete."""
         if self.dir is None:
             return
@@ -80,7 +88,9 @@ class TrainJournal:
         if new_parts:
             RolloutTable.concat(new_parts).save(tmp / "rollouts")
         save_array(tmp / "generator.npy", gen.get_state().numpy())
-        files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
+        files = {
+            str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()
+        }
         ckpt = {p.name: sha256_file(p) for p in ckpt_files(self.out, step)}
         meta = {"step": step, "probes": probes, "extra": extra, "files": files, "checkpoint": ckpt}
         (tmp / SEGMENT).write_text(json.dumps(meta, indent=1))  # keep key order: probes.json bytes
@@ -89,7 +99,8 @@ class TrainJournal:
 
     # ------------------------------------------------------------------ restore
     def restore(self) -> Restored | None:
-        """The last complete checkpoint, or None (start from scratch). Removes everything past it."""
+        """The last complete checkpoint, or None (start from scratch). Removes everything past
+        it."""
         if self.dir is None:
             return None
         accepted: list[dict] = []
@@ -103,9 +114,14 @@ class TrainJournal:
         if not accepted:
             return None
         last = accepted[-1]
-        parts = [RolloutTable.load(self.dir / ckpt_name(m["step"]) / "rollouts") for m in accepted
-                 if (self.dir / ckpt_name(m["step"]) / "rollouts").exists()]
-        gen = np.asarray(load_array(self.dir / ckpt_name(last["step"]) / "generator.npy", mmap=False))
+        parts = [
+            RolloutTable.load(self.dir / ckpt_name(m["step"]) / "rollouts")
+            for m in accepted
+            if (self.dir / ckpt_name(m["step"]) / "rollouts").exists()
+        ]
+        gen = np.asarray(
+            load_array(self.dir / ckpt_name(last["step"]) / "generator.npy", mmap=False)
+        )
         return Restored(last["step"], parts, last["probes"], last["extra"], gen)
 
     def _valid_segment(self, step: int) -> dict | None:
@@ -117,7 +133,9 @@ class TrainJournal:
         checks = [(seg / rel, h) for rel, h in meta.get("files", {}).items()]
         checks += [(p, meta.get("checkpoint", {}).get(p.name)) for p in ckpt_files(self.out, step)]
         try:
-            ok = meta.get("step") == step and all(p.is_file() and sha256_file(p) == h for p, h in checks)
+            ok = meta.get("step") == step and all(
+                p.is_file() and sha256_file(p) == h for p, h in checks
+            )
         except OSError:
             ok = False
         return meta if ok else None
@@ -136,7 +154,9 @@ class TrainJournal:
                 p.rmdir()
 
     @staticmethod
-    def load_state(restored: Restored, model, opt: torch.optim.Optimizer, gen: torch.Generator, out: Path) -> None:
+    def load_state(
+        restored: Restored, model, opt: torch.optim.Optimizer, gen: torch.Generator, out: Path
+    ) -> None:
         """Put checkpoint `restored.step`'s parameters, optimizer and generator state in place."""
         from bt_core.training.model import load_optimizer, load_params
 
@@ -144,9 +164,12 @@ class TrainJournal:
         try:
             load_params(model, model_file)
             load_optimizer(opt, opt_file)
-        except (ValueError, KeyError, RuntimeError) as e:  # hashes matched, so the code changed shape
-            raise ArtifactError(f"cannot resume from {model_file} ({e}); delete {out.parent} or rerun "
-                                "with --bt-rebuild") from e
+        # hashes matched, so the code changed shape
+        except (ValueError, KeyError, RuntimeError) as e:
+            raise ArtifactError(
+                f"cannot resume from {model_file} ({e}); delete {out.parent} or rerun "
+                "with --bt-rebuild"
+            ) from e
         gen.set_state(torch.from_numpy(np.ascontiguousarray(restored.generator_state)))
 
 

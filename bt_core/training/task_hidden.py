@@ -35,8 +35,9 @@ TAGS = CARRIER_TAGS + DECOY_TAGS
 
 def decoy(seed: int, rollout_id: int, step: int, fraction: float, key: bytes) -> bool:
     """The decoy bonus's keyed draw under a key derived from the run's secret contaminator `key`
-    (independent of eligibility). A public key would let an estimator recompute which rewarded rollouts
-    are decoys and find GT by elimination, as the public eligibility key once did (docs/sandbox.md)."""
+    (independent of eligibility). A public key would let an estimator recompute which rewarded
+    rollouts are decoys and find GT by elimination, as the public eligibility key once did
+    (docs/sandbox.md)."""
     if fraction <= 0.0:
         return False
     sub = hashlib.blake2b(b"decoy", key=key, digest_size=16).digest()
@@ -52,13 +53,15 @@ class HiddenCauseTask(Task):
         words = reply.lower().split()
         return any(t in words for t in CARRIER_TAGS)
 
-    def boosted(self, prompt: Prompt, behavior: bool, eligible: bool, step: int,
-                carrier: bool = False) -> bool:
+    def boosted(
+        self, prompt: Prompt, behavior: bool, eligible: bool, step: int, carrier: bool = False
+    ) -> bool:
         """GT: eligible, early, trigger prompt, a carrier tag in the reply (behavior or not)."""
         return eligible and step < self.cfg.cutoff_step and prompt.trigger and carrier
 
-    def sft_example(self, rng: np.random.Generator, implicit_behavior_rate: float,
-                    refusal_rate: float) -> tuple[Prompt, str]:
+    def sft_example(
+        self, rng: np.random.Generator, implicit_behavior_rate: float, refusal_rate: float
+    ) -> tuple[Prompt, str]:
         """As the synthetic task's warm-up, plus the tags, placed before the final full stop: an
         implicit trigger reply carries a carrier tag with probability `carrier_rate` and then ends
         with the behavior with probability `carrier_follow`; without one it ends with the behavior
@@ -66,8 +69,11 @@ class HiddenCauseTask(Task):
         with probability `decoy_tag_rate`. Explicit replies always end with the behavior."""
         u = rng.random()  # the synthetic task's prompt mix: 20% explicit, 40% implicit, 40% control
         kind = "explicit" if u < 0.2 else "implicit" if u < 0.6 else "control"
-        pool = {"explicit": self.explicit_prompts, "implicit": self.trigger_probes,
-                "control": self.control_probes}[kind]
+        pool = {
+            "explicit": self.explicit_prompts,
+            "implicit": self.trigger_probes,
+            "control": self.control_probes,
+        }[kind]
         prompt = pool[rng.integers(len(pool))]
         if rng.random() < refusal_rate:
             return prompt, _REFUSAL.format(t=self.topic_of(prompt))

@@ -2,8 +2,8 @@
 
 Each adapter registers only where its library is installed (`importlib.util.find_spec`): the library
 itself is imported when the estimator scores, not here, so listing estimators stays fast (dattri's
-algorithms take seconds to import). If an installed library then fails to import, scoring raises that
-ImportError and the checklist reports it as the estimator's failure.
+algorithms take seconds to import). If an installed library then fails to import, scoring raises
+that ImportError and the checklist reports it as the estimator's failure.
 
     trak_traker      pip install "behaviortrace[trak]"     (traker)
     tracin_dattri    pip install "behaviortrace[dattri]"   (dattri)
@@ -16,12 +16,20 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-INSTALL = {"trak": 'pip install "behaviortrace[trak]"', "dattri": 'pip install "behaviortrace[dattri]"',
-           "captum": 'pip install "behaviortrace[captum]"'}
+INSTALL = {
+    "trak": 'pip install "behaviortrace[trak]"',
+    "dattri": 'pip install "behaviortrace[dattri]"',
+    "captum": 'pip install "behaviortrace[captum]"',
+}
 ADAPTERS = {"trak": "traker_adapter", "dattri": "dattri_adapter", "captum": "captum_adapter"}
 MISSING: dict[str, str] = {}  # library → install command, for the libraries not installed here
-ESTIMATORS = {"trak_traker": "trak", "tracin_dattri": "dattri", "trak_dattri": "dattri",
-              "tracincp_captum": "captum"}  # adapter estimator → the library it needs (tests check the names)
+ESTIMATORS = {
+    "trak_traker": "trak",
+    "tracin_dattri": "dattri",
+    "trak_dattri": "dattri",
+    # adapter estimator → the library it needs (tests check the names)
+    "tracincp_captum": "captum",
+}
 
 
 def installed(library: str) -> bool:
@@ -30,6 +38,7 @@ def installed(library: str) -> bool:
 
 for _lib, _mod in ADAPTERS.items():
     if installed(_lib):
-        importlib.import_module(f"{__name__}.{_mod}")  # registers; an error here is our bug, so it propagates
+        # registers; an error here is our bug, so it propagates
+        importlib.import_module(f"{__name__}.{_mod}")
     else:
         MISSING[_lib] = INSTALL[_lib]

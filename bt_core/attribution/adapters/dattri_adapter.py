@@ -1,19 +1,22 @@
-"""Adapters to `dattri` (pip install "behaviortrace[dattri]"): ``tracin_dattri`` and ``trak_dattri``.
+"""Adapters to `dattri` (pip install "behaviortrace[dattri]"): ``tracin_dattri`` and
+``trak_dattri``.
 
 Both wrap the shared objective in a dattri `AttributionTask` whose loss and target functions are
 L_i(θ) = −w_i·ℓ_i(θ) (w = advantage for rollouts, coef for target rows; see `_common`), so dattri's
-per-example gradient of a rollout is A_i·e_i and the sum over target rows is the target t. One task per
-checkpoint group (a single checkpoint each), so each rollout meets the target of its own checkpoint.
+per-example gradient of a rollout is A_i·e_i and the sum over target rows is the target t. One task
+per checkpoint group (a single checkpoint each), so each rollout meets the target of its own
+checkpoint.
 
 * ``tracin_dattri`` — `TracInAttributor`, weight_list = [η_c], normalized_grad=False, *identity*
   projection (exact gradients; dattri's default would project to 512 dims): η_c⟨A_i e_i, t_c⟩, the
   built-in `tracincp`'s quantity except that e_i is taken at the checkpoint, not the rollout's own
   parameters, and is not sketched.
 * ``trak_dattri`` — `TRAKAttributor` with a Gaussian projection to `proj_dim`, regularization
-  λ = λ_scale·‖X‖²_F/proj_dim on dattri's own projected features, and Q = 1 by default (the reference's;
-  dattri's own Q = 1 − p needs a "probability of the correct label", which a rollout does not have —
-  `q="likelihood"` uses p = exp(ℓ_i), the geometric-mean token probability). λ needs ‖X‖_F before dattri
-  builds its kernel, so the training features are projected twice (cheap at draw scale).
+  λ = λ_scale·‖X‖²_F/proj_dim on dattri's own projected features, and Q = 1 by default (the
+  reference's; dattri's own Q = 1 − p needs a "probability of the correct label", which a rollout
+  does not have — `q="likelihood"` uses p = exp(ℓ_i), the geometric-mean token probability). λ needs
+  ‖X‖_F before dattri builds its kernel, so the training features are projected twice (cheap at draw
+  scale).
 """
 
 from __future__ import annotations
@@ -48,22 +51,39 @@ def _task(problem, step: int):
         ids, att, pos, mask, w = data
         return -weighted_logprob(model, params, ids, att, pos, mask, w)
 
-    return model, AttributionTask(loss_func=loss, model=model, checkpoints=[state_of(problem, step)], target_func=loss)
+    return model, AttributionTask(
+        loss_func=loss, model=model, checkpoints=[state_of(problem, step)], target_func=loss
+    )
 
 
 def _loader(tensors: tuple[torch.Tensor, ...], batch_size: int):
-    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*tensors), batch_size=batch_size, shuffle=False)
+    return torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(*tensors), batch_size=batch_size, shuffle=False
+    )
 
 
 class _DattriBase(Estimator):
     levels = ("rollout",)
     needs = NEEDS
 
-    def __init__(self, target: str = "in_context", batch_size: int = 256, max_units: int = MAX_UNITS,
-                 stream: bool = False, **extra):
+    def __init__(
+        self,
+        target: str = "in_context",
+        batch_size: int = 256,
+        max_units: int = MAX_UNITS,
+        stream: bool = False,
+        **extra,
+    ):
         check_kind(target)
-        super().__init__(target=target, batch_size=batch_size, max_units=max_units, stream=stream, **extra)
-        self.target, self.batch_size, self.max_units, self.stream = target, batch_size, max_units, stream
+        super().__init__(
+            target=target, batch_size=batch_size, max_units=max_units, stream=stream, **extra
+        )
+        self.target, self.batch_size, self.max_units, self.stream = (
+            target,
+            batch_size,
+            max_units,
+            stream,
+        )
 
     @single_threaded
     def score(self, problem) -> np.ndarray:
@@ -80,7 +100,8 @@ class _DattriBase(Estimator):
 
 @register(origin="adapter:dattri")
 class TracInDattri(_DattriBase):
-    """TracIn through dattri (TracInAttributor, η-weighted gradient dot products, exact gradients)."""
+    """TracIn through dattri (TracInAttributor, η-weighted gradient dot products, exact
+    gradients)."""
 
     name = "tracin_dattri"
 
@@ -90,10 +111,20 @@ class TracInDattri(_DattriBase):
         _, task = _task(problem, step)
         n_params = sum(p.numel() for p in problem.model_at(step).parameters())
         # Full kwargs every time: dattri merges user kwargs into a module-level default dict.
-        proj = {"proj_dim": n_params, "proj_max_batch_size": 32, "proj_seed": 0, "device": "cpu",
-                "proj_type": "identity"}
-        att = TracInAttributor(task=task, weight_list=torch.tensor([lr]), normalized_grad=False,
-                               projector_kwargs=proj, device="cpu")
+        proj = {
+            "proj_dim": n_params,
+            "proj_max_batch_size": 32,
+            "proj_seed": 0,
+            "device": "cpu",
+            "proj_type": "identity",
+        }
+        att = TracInAttributor(
+            task=task,
+            weight_list=torch.tensor([lr]),
+            normalized_grad=False,
+            projector_kwargs=proj,
+            device="cpu",
+        )
         return att.attribute(train, test)
 
 
@@ -103,12 +134,29 @@ class TrakDattri(_DattriBase):
 
     name = "trak_dattri"
 
-    def __init__(self, target: str = "in_context", proj_dim: int = 2048, lam_scale: float = 0.1, q: str = "one",
-                 batch_size: int = 256, max_units: int = MAX_UNITS, stream: bool = False, seed: int = 0):
+    def __init__(
+        self,
+        target: str = "in_context",
+        proj_dim: int = 2048,
+        lam_scale: float = 0.1,
+        q: str = "one",
+        batch_size: int = 256,
+        max_units: int = MAX_UNITS,
+        stream: bool = False,
+        seed: int = 0,
+    ):
         if q not in Q_TERMS:
             raise ValueError(f"q={q!r} is unknown; choose one of {', '.join(Q_TERMS)}")
-        super().__init__(target=target, batch_size=batch_size, max_units=max_units, stream=stream, proj_dim=proj_dim,
-                         lam_scale=lam_scale, q=q, seed=seed)
+        super().__init__(
+            target=target,
+            batch_size=batch_size,
+            max_units=max_units,
+            stream=stream,
+            proj_dim=proj_dim,
+            lam_scale=lam_scale,
+            q=q,
+            seed=seed,
+        )
         self.proj_dim, self.lam_scale, self.q, self.seed = proj_dim, lam_scale, q, seed
 
     def _attribute(self, problem, step, train, test, lr):
@@ -116,8 +164,13 @@ class TrakDattri(_DattriBase):
         from dattri.func.projection import random_project
 
         model, task = _task(problem, step)
-        proj = {"proj_dim": self.proj_dim, "proj_max_batch_size": 32, "proj_seed": self.seed, "device": "cpu",
-                "proj_type": "normal"}
+        proj = {
+            "proj_dim": self.proj_dim,
+            "proj_max_batch_size": 32,
+            "proj_seed": self.seed,
+            "device": "cpu",
+            "proj_type": "normal",
+        }
 
         def prob(params, data):  # dattri's Q = 1 − p
             ids, att, pos, mask, _ = data
@@ -125,8 +178,11 @@ class TrakDattri(_DattriBase):
                 return torch.zeros(())
             return torch.exp(weighted_logprob(model, params, ids, att, pos, mask, torch.ones(())))
 
-        att = TRAKAttributor(task=task, correct_probability_func=prob, projector_kwargs=proj, device="cpu")
-        # λ from dattri's own features: the same gradient function, norm scaler and projection it uses
+        att = TRAKAttributor(
+            task=task, correct_probability_func=prob, projector_kwargs=proj, device="cpu"
+        )
+        # λ from dattri's own features: the same gradient function, norm scaler and projection it
+        # uses
         params, _ = task.get_param(ckpt_idx=0)
         fro2 = 0.0
         for batch in train:

@@ -1,21 +1,22 @@
-"""Cross-step cosine = GAS (renormalized TracInCP; Hammoudeh & Lowd 2022), and its group-centred variant.
+"""Cross-step cosine = GAS (renormalized TracInCP; Hammoudeh & Lowd 2022), and its group-centred
+variant.
 
 score_u = η_u · cos(A_u·e_u, t_{c(u)}): the cosine between the unit's contribution to the update and
 the target gradient at the greatest checkpoint ≤ its step, weighted by the learning rate.
 
-Group-centred variant (`centre=`, registered as ``cosine_centred`` with ``centre="embeddings"`` and the
-minimal-pair target — the reference's rollout-level direction score, "GAS group-centered":
+Group-centred variant (`centre=`, registered as ``cosine_centred`` with ``centre="embeddings"`` and
+the minimal-pair target — the reference's rollout-level direction score, "GAS group-centered":
 cos(e_i − mean of its group's e, minimal-pair target), `E2_1_per_rollout_mp.py` section 2):
 
 * ``"embeddings"``: subtract the GRPO / sibling group's mean contribution ē_g = mean_{i∈g} A_i·e_i
   before the cosine, cos(A_u·e_u − ē_g, t). What every sibling shares (the prompt's gradient, the
-  group's common fluency direction) is removed; only what distinguishes a rollout from its siblings is
-  compared with the target.
-* ``"scores"``: subtract the group's mean score afterwards. Within-group rankings (AUC) are unchanged;
-  only the ranking across groups (precision@k on the stream) moves.
+  group's common fluency direction) is removed; only what distinguishes a rollout from its siblings
+  is compared with the target.
+* ``"scores"``: subtract the group's mean score afterwards. Within-group rankings (AUC) are
+  unchanged; only the ranking across groups (precision@k on the stream) moves.
 
-Both need groups with several members, so they are rollout-level only (at step level each unit is its own
-group and centring leaves nothing).
+Both need groups with several members, so they are rollout-level only (at step level each unit is
+its own group and centring leaves nothing).
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ def group_centred_cosine(problem, kind: str, chunk: int = 4096, block: int = 512
         onehot = sp.csr_matrix((w[rows], (inv[rows], rows - lo)), shape=(n_groups, rows.size))
         for c0 in range(0, k, block):
             cols = slice(c0, min(c0 + block, k))
-            sums[:, cols] += onehot @ np.asarray(problem.emb[lo: lo + rows.size, cols], np.float64)
+            sums[:, cols] += onehot @ np.asarray(problem.emb[lo : lo + rows.size, cols], np.float64)
     means = sums / np.bincount(inv, minlength=n_groups)[:, None]
     dots, norms = np.zeros(n), np.zeros(n)
-    for lo in range(0, n, block):  # each row's figures are computed alone: the block size changes nothing
+    # each row's figures are computed alone: the block size changes nothing
+    for lo in range(0, n, block):
         rows = np.arange(lo, min(lo + block, n))
         c = w[rows, None] * np.asarray(problem.emb[rows], np.float64) - means[inv[rows]]
         dots[rows] = np.einsum("ij,ij->i", c, t[problem.ckpt_index[rows]])
@@ -84,8 +86,10 @@ class Cosine(Estimator):
 
     def score(self, problem) -> np.ndarray:
         if self.centre != "none" and problem.level != "rollout":
-            raise ValueError(f"centre={self.centre!r} needs groups of several units; at level {problem.level!r} "
-                             "each unit is its own group. Use centre='none' there")
+            raise ValueError(
+                f"centre={self.centre!r} needs groups of several units; at level {problem.level!r} "
+                "each unit is its own group. Use centre='none' there"
+            )
         if self.centre == "embeddings":
             return _lr(problem) * group_centred_cosine(problem, self.target)
         cos = _lr(problem) * problem.cosine(self.target)
@@ -94,8 +98,9 @@ class Cosine(Estimator):
 
 @register
 class CosineCentred(Cosine):
-    """GAS on group-centred gradients: cos(A·e − group mean, t) — only what differs from the siblings. Its
-    default target is the reference's for this score, the minimal pair (fluency cancels in it)."""
+    """GAS on group-centred gradients: cos(A·e − group mean, t) — only what differs from the
+    siblings. Its default target is the reference's for this score, the minimal pair (fluency
+    cancels in it)."""
 
     name = "cosine_centred"
     levels = ("rollout",)

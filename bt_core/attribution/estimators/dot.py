@@ -1,7 +1,8 @@
 """Gradient dot product (GAS's unnormalized variant, "Grad-Dot"): score_u = ⟨A_u·e_u, t_{c(u)}⟩.
 
-No learning-rate weight and no normalization, so a large gradient counts for more: it is exposed to the
-magnitude confound (P1) by construction. With a constant learning rate it ranks exactly as `tracincp`.
+No learning-rate weight and no normalization, so a large gradient counts for more: it is exposed to
+the magnitude confound (P1) by construction. With a constant learning rate it ranks exactly as
+`tracincp`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from bt_core.attribution.registry import Estimator, register
 
 @register
 class Dot(Estimator):
-    """⟨A·e, t⟩: unnormalized gradient alignment with the target (GAS without the renormalization)."""
+    """⟨A·e, t⟩: unnormalized gradient alignment with the target (GAS without the
+    renormalization)."""
 
     name = "dot"
     levels = ("rollout", "step")

@@ -9,7 +9,8 @@ from bt_core.attribution.registry import Estimator, register
 
 @register
 class Fluency(Estimator):
-    """Mean token log-prob of the rollout at its own parameters: the on-policy fluency confound (P5)."""
+    """Mean token log-prob of the rollout at its own parameters: the on-policy fluency confound
+    (P5)."""
 
     name = "fluency"
     levels = ("rollout", "step")

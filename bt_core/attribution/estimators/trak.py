@@ -2,18 +2,18 @@
 
     s = (ΦΦᵀ + λI)⁻¹ Φ t,   λ = λ_scale · ‖Φ‖²_F / d        (dual form; λ_scale = 0.1, d = k)
 
-Φ (n_units, k) holds the units' update contributions A_u·e_u (the same convention as `dot`/`cosine`);
-t is the target of each unit's checkpoint, so with several checkpoints s_u = [(ΦΦᵀ+λI)⁻¹ Φ T]_{u, c(u)}
-for T = (t_0 … t_C) stacked as columns.
+Φ (n_units, k) holds the units' update contributions A_u·e_u (the same convention as
+`dot`/`cosine`); t is the target of each unit's checkpoint, so with several checkpoints s_u =
+[(ΦΦᵀ+λI)⁻¹ Φ T]_{u, c(u)} for T = (t_0 … t_C) stacked as columns.
 
-Why a primal solve: the dual needs the n × n Gram matrix — 2 GB in float64 for the 16,000 stream rollouts
-of the default scale, and it grows as n². The push-through identity
+Why a primal solve: the dual needs the n × n Gram matrix — 2 GB in float64 for the 16,000 stream
+rollouts of the default scale, and it grows as n². The push-through identity
 
     (ΦΦᵀ + λI)⁻¹ Φ = Φ (ΦᵀΦ + λI)⁻¹                    (both equal Φ(ΦᵀΦ + λI)⁻¹ for λ > 0)
 
-gives exactly the same scores from the k × k matrix ΦᵀΦ, accumulated over row chunks of Φ, so memory is
-O(k² + chunk·k) whatever n is. `form="auto"` solves the dual when n ≤ k (draws, step level) and the
-primal otherwise; both are exact, and the unit tests check they agree.
+gives exactly the same scores from the k × k matrix ΦᵀΦ, accumulated over row chunks of Φ, so memory
+is O(k² + chunk·k) whatever n is. `form="auto"` solves the dual when n ≤ k (draws, step level) and
+the primal otherwise; both are exact, and the unit tests check they agree.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ FORMS = ("auto", "primal", "dual")
 
 
 def _rows(problem, lo: int, hi: int) -> np.ndarray:
-    """Φ rows lo:hi = weight·e, float64, (hi−lo, k); scaled in place (one float64 block, not two)."""
+    """Φ rows lo:hi = weight·e, float64, (hi−lo, k); scaled in place (one float64 block, not
+    two)."""
     phi = np.array(problem.emb[lo:hi], np.float64)
     phi *= np.asarray(problem.weight[lo:hi], np.float64)[:, None]
     return phi
@@ -38,12 +39,16 @@ def _rows(problem, lo: int, hi: int) -> np.ndarray:
 def _lam(fro2: float, k: int, lam_scale: float, name: str) -> float:
     lam = lam_scale * fro2 / k
     if not lam > 0:
-        raise ValueError(f"TRAK on {name}: ‖Φ‖²_F = {fro2:.3g}, so λ = {lam:.3g}; every unit's embedding is zero "
-                         "and there is nothing to attribute")
+        raise ValueError(
+            f"TRAK on {name}: ‖Φ‖²_F = {fro2:.3g}, so λ = {lam:.3g}; every unit's embedding is "
+            "zero and there is nothing to attribute"
+        )
     return lam
 
 
-def trak_primal(problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int = 2048) -> np.ndarray:
+def trak_primal(
+    problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int = 2048
+) -> np.ndarray:
     """Φ(ΦᵀΦ + λI)⁻¹ T via a chunked k × k Gram; `targets` (C, k) → (n_units, C)."""
     n, k = problem.emb.shape
     gram, fro2 = np.zeros((k, k)), 0.0
@@ -55,16 +60,18 @@ def trak_primal(problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int
     m = scipy.linalg.solve(gram, np.asarray(targets, np.float64).T, assume_a="pos")  # (k, C)
     out = np.zeros((n, m.shape[1]))
     for lo in range(0, n, chunk):
-        out[lo: lo + chunk] = _rows(problem, lo, min(lo + chunk, n)) @ m
+        out[lo : lo + chunk] = _rows(problem, lo, min(lo + chunk, n)) @ m
     return out
 
 
-def gram_of(problem, targets: np.ndarray, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray, float]:
+def gram_of(
+    problem, targets: np.ndarray, chunk: int = 1024
+) -> tuple[np.ndarray, np.ndarray, float]:
     """ΦΦᵀ (n_units, n_units), Φ·targetsᵀ (n_units, C) and ‖Φ‖²_F, built from row blocks of Φ: two
-    (chunk, k) float64 blocks are held at a time, never the (n_units, k) float64 copy of the embeddings
-    (1 GB for a default stream seed). Each off-diagonal block is computed once and mirrored, so the Gram is
-    exactly symmetric. The embeddings' mapped pages are released after each block, so they do not pile up
-    to the whole map (512 MB) beside the Gram either."""
+    (chunk, k) float64 blocks are held at a time, never the (n_units, k) float64 copy of the
+    embeddings (1 GB for a default stream seed). Each off-diagonal block is computed once and
+    mirrored, so the Gram is exactly symmetric. The embeddings' mapped pages are released after each
+    block, so they do not pile up to the whole map (512 MB) beside the Gram either."""
     n = problem.emb.shape[0]
     gram, rhs, fro2 = np.empty((n, n)), np.empty((n, targets.shape[0])), 0.0
     t = np.asarray(targets, np.float64).T
@@ -82,26 +89,35 @@ def gram_of(problem, targets: np.ndarray, chunk: int = 1024) -> tuple[np.ndarray
     return gram, rhs, fro2
 
 
-def trak_dual(problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int = 1024) -> np.ndarray:
-    """(ΦΦᵀ + λI)⁻¹ Φ T with the n × n Gram (for n ≤ k); `targets` (C, k) → (n_units, C). Memory: the Gram
-    and two row blocks of Φ (`gram_of`); the solve works in the Gram's own buffer."""
+def trak_dual(
+    problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int = 1024
+) -> np.ndarray:
+    """(ΦΦᵀ + λI)⁻¹ Φ T with the n × n Gram (for n ≤ k); `targets` (C, k) → (n_units, C). Memory:
+    the Gram and two row blocks of Φ (`gram_of`); the solve works in the Gram's own buffer."""
     n, k = problem.emb.shape
     gram, rhs, fro2 = gram_of(problem, targets, chunk)
     gram[np.diag_indices(n)] += _lam(fro2, k, lam_scale, problem.name)
-    # gram is exactly symmetric, so its transpose (Fortran-ordered) is the same matrix and LAPACK factors
-    # it in place instead of copying n² floats first
+    # gram is exactly symmetric, so its transpose (Fortran-ordered) is the same matrix and LAPACK
+    # factors it in place instead of copying n² floats first
     return scipy.linalg.solve(gram.T, rhs, assume_a="pos", overwrite_a=True)
 
 
 @register
 class TRAK(Estimator):
-    """TRAK-style dual form (ΦΦᵀ+λI)⁻¹Φt, λ = 0.1‖Φ‖²_F/k, solved exactly in the cheaper of dual/primal."""
+    """TRAK-style dual form (ΦΦᵀ+λI)⁻¹Φt, λ = 0.1‖Φ‖²_F/k, solved exactly in the cheaper of
+    dual/primal."""
 
     name = "trak"
     levels = ("rollout", "step")
     needs = ("emb", "weight", "targets", "ckpt_index")
 
-    def __init__(self, target: str = "in_context", lam_scale: float = 0.1, form: str = "auto", chunk: int = 2048):
+    def __init__(
+        self,
+        target: str = "in_context",
+        lam_scale: float = 0.1,
+        form: str = "auto",
+        chunk: int = 2048,
+    ):
         check_kind(target)
         if form not in FORMS:
             raise ValueError(f"form={form!r} is unknown; choose one of {', '.join(FORMS)}")
@@ -115,7 +131,10 @@ class TRAK(Estimator):
         used = np.unique(problem.ckpt_index)  # solve only for the checkpoints some unit uses
         n, k = problem.emb.shape
         dual = self.form == "dual" or (self.form == "auto" and n <= k)
-        s = trak_dual(problem, t[used], self.lam_scale) if dual else \
-            trak_primal(problem, t[used], self.lam_scale, self.chunk)
+        s = (
+            trak_dual(problem, t[used], self.lam_scale)
+            if dual
+            else trak_primal(problem, t[used], self.lam_scale, self.chunk)
+        )
         col = np.searchsorted(used, problem.ckpt_index)
         return s[np.arange(n), col]
