@@ -360,7 +360,9 @@ def test_a_plugin_claiming_to_be_an_adapter_is_not_let_off(
 
 
 def test_only_skipped_items_are_never_green(suite, pytester, absent_adapter):
-    res = suite("--estimator=fake_adapter", "-rs")
+    # in-process: the fake adapter is a class local to the fixture, which no scoring worker can
+    # import
+    res = suite("--estimator=fake_adapter", "-rs", "--bt-scoring=in-process")
     assert res.ret == EXIT_NOT_JUDGED
     assert res.parseoutcomes()["skipped"] == N_ITEMS
     res.stdout.fnmatch_lines(
@@ -388,7 +390,7 @@ ORACLE_PASSES = (
 
 
 def test_a_skipped_adapter_beside_a_passing_method_is_not_green(suite, pytester, absent_adapter):
-    res = suite("--estimator=oracle,fake_adapter", *ORACLE_PASSES)
+    res = suite("--estimator=oracle,fake_adapter", *ORACLE_PASSES, "--bt-scoring=in-process")
     assert res.ret == EXIT_NOT_JUDGED
     assert "fake_adapter" in res.stdout.lines[-1] and "not green" in res.stdout.lines[-1]
 
