@@ -69,6 +69,15 @@ def smoke_evidence(smoke_artifacts):
 
 
 @pytest.fixture(scope="session")
+def smoke_evidence_in_process(smoke_artifacts):
+    """The same, scoring in this process: for estimators built inside a test (a sign-flipped
+    wrapper, a lambda), which no scoring worker can import (docs/sandbox.md)."""
+    from bt_core.attribution.evidence import Evidence
+
+    return Evidence(smoke_artifacts, "smoke", scoring="in-process")
+
+
+@pytest.fixture(scope="session")
 def check_outcomes():
     """Assert a checklist run's pytest outcomes: every setup item passes, except that a selective
     one (gating only target readers, or advisory) may be XFAIL (its own test never gates the exit

@@ -104,8 +104,10 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     builds = [json.loads(line) for line in (cache / "builds.jsonl").read_text().splitlines()]
     keys = [(b["kind"], b["key"]) for b in builds]
     cf, n_draws = get_scale("smoke").counterfactual, get_scale("smoke").draws.n_draws
-    # run, sketches, targets, draws; the replays, their index
-    n_builds = 3 + n_draws + (2 + cf.n_random + 1 + cf.n_lds + cf.n_local) + 1
+    # run, sketches, targets, draws; the replays (full, gt_out, random, no_bonus, lds, local; the
+    # float64 full_f64 and the reweighted subsets), their index
+    n_replays = 2 + cf.n_random + 1 + cf.n_lds + cf.n_local + 1 + cf.n_reweight
+    n_builds = 3 + n_draws + n_replays + 1
     assert len(keys) == len(set(keys)) == n_builds  # each built exactly once
     kinds = ("runs", "sketches", "targets", "draws", "replays", "replaysets")
     # no tmp/partial debris

@@ -312,7 +312,7 @@ def _flipped_spec(name: str):
     )
 
 
-def test_counterfactual_discriminates(smoke_evidence):
+def test_counterfactual_discriminates(smoke_evidence_in_process):
     """random fails; a sign-flipped method fails with exactly the negated LDS; the oracle's labels
     carry counterfactual signal (mean LDS over seeds > 0 and above random's) though they need not
     pass: the item's docstring says why the GT count of a subset is not a perfect LDS predictor."""
@@ -320,7 +320,7 @@ def test_counterfactual_discriminates(smoke_evidence):
 
     from bt_core.attribution.catalog import get
 
-    ev = smoke_evidence
+    ev = smoke_evidence_in_process
     assert cf.evaluate(get("random"), ev).status == "fail"
     flipped, base = _flipped_spec("tracincp"), get("tracincp")
     # invalid-setup where in_context_targets fails (it reads targets): the rule's

@@ -113,7 +113,7 @@ class _Flipped:
         return -np.asarray(self.inner.score(problem))
 
 
-def test_metagrad_with_its_sign_flipped_fails_counterfactual(smoke_evidence):
+def test_metagrad_with_its_sign_flipped_fails_counterfactual(smoke_evidence_in_process):
     from behaviortrace.checklist import counterfactual as cf
 
     from bt_core.attribution.catalog import get
@@ -123,12 +123,12 @@ def test_metagrad_with_its_sign_flipped_fails_counterfactual(smoke_evidence):
     flipped = EstimatorSpec(
         "metagrad_flipped", lambda: _Flipped(base.create()), base.levels, "test", "", base.needs
     )
-    v = cf.evaluate(flipped, smoke_evidence)
+    v = cf.evaluate(flipped, smoke_evidence_in_process)
     assert v.figures.get("ungated_status", v.status) == "fail"
-    for s in smoke_evidence.seeds:
+    for s in smoke_evidence_in_process.seeds:
         a, b = (
-            cf.evaluate_seed(base, smoke_evidence, s),
-            cf.evaluate_seed(flipped, smoke_evidence, s),
+            cf.evaluate_seed(base, smoke_evidence_in_process, s),
+            cf.evaluate_seed(flipped, smoke_evidence_in_process, s),
         )
         assert b["lds"] == pytest.approx(-a["lds"]) and b["status"] == "fail"
 

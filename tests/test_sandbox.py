@@ -279,15 +279,14 @@ def test_recomputing_the_contaminator_from_public_code_misses_gt(
     with GT is at chance. The session's own runs pin that old key (tests/conftest.py says why), and
     on them the same rule recovers all of GT: the key, not anything else, is what stands between the
     code and GT."""
-    from bt_core.artifacts.run import Run
-    from bt_core.training.loop import train_run
+    from bt_core.artifacts.store import ArtifactStore
+    from bt_core.pipeline import build_run
     from bt_core.training.task import draw_key
 
     picked, gt = _recomputed(smoke_artifacts[0].run)
     assert gt.any() and (picked == gt).all()  # the old public key: the answer key, recomputed
-    cfg = smoke_scale.run.with_seed(0)
-    train_run(cfg, tmp_path / "run", key=draw_key())
-    picked, gt = _recomputed(Run(tmp_path / "run"))
+    run = build_run(ArtifactStore(tmp_path / "cache"), smoke_scale.run.with_seed(0), key=draw_key())
+    picked, gt = _recomputed(run)
     assert gt.any() and picked.any() and (picked & gt).sum() / gt.sum() < 0.75, (
         picked.sum(),
         gt.sum(),

@@ -97,14 +97,14 @@ def _flipped(name: str):
     return EstimatorSpec(f"{name}_flipped", Flipped, base.levels, "test", "", base.needs)
 
 
-def test_oracle_top_k_is_gt_and_random_and_a_flipped_method_fail(smoke_evidence):
+def test_oracle_top_k_is_gt_and_random_and_a_flipped_method_fail(smoke_evidence_in_process):
     """k is the local subsets' size (below |GT|): the oracle's top-k is k GT rollouts of the pool,
     chosen by the tie-break; its random reference is the plan's local removals. random and
     sign-flipped tracincp fail every seed; a control never beats its own removal (equal Δ)."""
     from bt_core.attribution.catalog import get
     from bt_core.counterfactual.plan import local_pool
 
-    ev = smoke_evidence
+    ev = smoke_evidence_in_process
     for s in ev.seeds:
         a = ev.artifacts[s]
         r = a.replays
