@@ -47,24 +47,15 @@ def _job(scale: str, seed: int, cache: str, what: str, repeats: int, q) -> None:
     import numpy as np
     import torch
 
-    from bt_core.artifacts.store import ArtifactStore
     from bt_core.config import get_scale
     from bt_core.counterfactual.metagrad import LoggedStream, metagradient
     from bt_core.counterfactual.plan import plan
     from bt_core.counterfactual.replay import behavior_nll, replay_model
-    from bt_core.pipeline import build_all
+    from bt_core.pipeline import build_scale
     from bt_core.training.model import torch_threads
 
     s = get_scale(scale)
-    a = build_all(
-        ArtifactStore(cache),
-        s.run,
-        s.sketch,
-        s.draws,
-        [seed],
-        workers=1,
-        counterfactual=s.counterfactual,
-    )[seed]
+    a = build_scale(s, cache, [seed])[seed]
     run, measure = a.run, a.replays.measure
     rss0 = _mem_kb("VmRSS")
     out = {"cpu": [], "wall": []}

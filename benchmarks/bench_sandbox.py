@@ -30,11 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bt_core.artifacts.store import ArtifactStore  # noqa: E402
 from bt_core.attribution.catalog import get  # noqa: E402
 from bt_core.attribution.evidence import EstimatorFailure, Evidence  # noqa: E402
 from bt_core.config import get_scale  # noqa: E402
-from bt_core.pipeline import build_all  # noqa: E402
+from bt_core.pipeline import build_scale  # noqa: E402
 
 ESTIMATORS = (
     "random",
@@ -89,15 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     s = get_scale(args.scale)
     seeds = args.seeds if args.seeds is not None else list(s.seeds)
-    arts = build_all(
-        ArtifactStore(Path(args.bt_cache)),
-        s.run,
-        s.sketch,
-        s.draws,
-        seeds,
-        workers=1,
-        counterfactual=s.counterfactual if args.replays else None,
-    )
+    arts = build_scale(s, args.bt_cache, seeds, replays=args.replays)
     names = [n for n in args.estimators.split(",") if n and n != "random"]
     here = Evidence(arts, s.name, scoring="in-process")
     t_in, sc_in = _session(here, names, seeds, s.draws.n_draws)

@@ -31,22 +31,13 @@ if str(ROOT) not in sys.path:
 def measure(scale: str, seed: int, cache: str, repeats: int) -> dict:
     import numpy as np
 
-    from bt_core.artifacts.store import ArtifactStore
     from bt_core.config import get_scale
     from bt_core.draws.build import causal_label
-    from bt_core.pipeline import build_all
+    from bt_core.pipeline import build_scale
     from bt_core.training.model import torch_threads
 
     s = get_scale(scale)
-    a = build_all(
-        ArtifactStore(cache),
-        s.run,
-        s.sketch,
-        s.draws,
-        [seed],
-        workers=1,
-        counterfactual=s.counterfactual,
-    )[seed]
+    a = build_scale(s, cache, [seed])[seed]
     d = a.draws[0]
     cpu, wall = [], []
     for _ in range(repeats):

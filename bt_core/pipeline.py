@@ -36,7 +36,14 @@ from bt_core.artifacts.seed import SeedArtifacts
 from bt_core.artifacts.sketches import Sketches
 from bt_core.artifacts.store import ArtifactStore, save_array
 from bt_core.artifacts.targets import Targets
-from bt_core.config import CounterfactualConfig, DrawConfig, RunConfig, SketchConfig, to_dict
+from bt_core.config import (
+    CounterfactualConfig,
+    DrawConfig,
+    RunConfig,
+    Scale,
+    SketchConfig,
+    to_dict,
+)
 from bt_core.counterfactual.plan import ReplaySpec, measure_config, plan, trained_window
 from bt_core.counterfactual.replay import build_replay
 from bt_core.draws.build import build_draw
@@ -310,6 +317,23 @@ def build_all(
         )
         for s in seeds
     }
+
+
+def build_scale(
+    scale: Scale, cache: Path | str, seeds: list[int], workers: int = 1, replays: bool = True
+) -> dict[int, SeedArtifacts]:
+    """`build_all` with a scale preset's configs, in the artifact cache at `cache` (the benchmark
+    scripts' one way to get a seed's artifacts); `replays=False` leaves the counterfactual replays
+    out."""
+    return build_all(
+        ArtifactStore(Path(cache)),
+        scale.run,
+        scale.sketch,
+        scale.draws,
+        seeds,
+        workers=workers,
+        counterfactual=scale.counterfactual if replays else None,
+    )
 
 
 def _build_parallel(
