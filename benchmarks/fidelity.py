@@ -2,7 +2,7 @@
 measured at each scale, read from scorecards only (nothing here recomputes a figure).
 
     python -m behaviortrace.benchmarks.fidelity default=scorecard.json [real=real/scorecard.json]
-        [--markdown OUT.md] [--agreement-figure OUT.png]
+        [--plain-gas default=plain/scorecard.json] [--markdown OUT.md] [--agreement-figure OUT.png]
 
 Each cell summarizes the scorecard's own figures over its seeds (ranges: min–max). A scorecard that
 lacks an item (a scale run without the estimators a row needs) shows "—". With two or more
@@ -160,7 +160,22 @@ def p4(c: Card) -> str:
     )
 
 
-def p5(c: Card) -> str:
+def _raw(c: Card | None, est: str, seed: str) -> float | None:
+    if c is None:
+        return None
+    return c.per_seed(est, "fluency_control").get(seed, {}).get("raw_auc")
+
+
+def p5(c: Card, plain: Card | None = None) -> str:
+    """At the analysis checkpoint, fluency's raw within-group AUC against the reference's own
+    comparison set (`E2_1_per_rollout_mp.py`, `_GRAD` and the "raw fluency beats every raw gradient
+    AUC" line): GAS group-centred and plain GAS, both with the minimal-pair target, and norm-only.
+    The reference's way on a seed = raw fluency > the best raw AUC of the three (strictly, as its
+    test is written). Plain GAS with the minimal-pair target is not a built-in default (`cosine`'s
+    default target is in-context): `plain` is a scorecard of `cosine` run with
+    `--estimator-param cosine.target=minimal_pair`; without it the in-context `cosine` stands in
+    and the cell says so. The older comparison against every built-in targeted method is reported
+    beside it."""
     flu = c.per_seed(GAS, "fluency_control") or next(
         (c.per_seed(m, "fluency_control") for m in BUILTINS if c.per_seed(m, "fluency_control")), {}
     )
@@ -180,13 +195,18 @@ def p5(c: Card) -> str:
             if f.get(key) is not None
         ]
 
+    ref_set = ((c, GAS), (plain if plain is not None else c, "cosine"), (c, "norm_only"))
+    ref_wins = ref_n = 0
+    for s, f in judged.items():
+        raws = [_raw(card, est, s) for card, est in ref_set]
+        if any(r is None for r in raws):
+            continue
+        ref_n += 1
+        ref_wins += f["fluency_auc"] > max(raws)
     at_or_above = sum(
         1
         for s, f in judged.items()
-        if all(
-            f["fluency_auc"] >= (c.per_seed(m, "fluency_control").get(s, {}).get("raw_auc") or 0)
-            for m in METHODS
-        )
+        if all(f["fluency_auc"] >= (_raw(c, m, s) or 0) for m in METHODS)
     )
     skipped = len(flu) - len(judged)
     tail = (
@@ -194,10 +214,13 @@ def p5(c: Card) -> str:
         if skipped
         else ""
     )
+    stand_in = "plain GAS minimal-pair" if plain is not None else "plain GAS in-context (stand-in)"
     return (
         f"saturated {_rng(rate)}; fluency AUC {_rng(fauc)}; gradient methods raw "
-        f"{_rng(method('raw_auc'))}, residualized {_rng(method('auc'))}; fluency ≥ every gradient "
-        f"method (raw) on {at_or_above} of {len(judged)} seeds{tail}"
+        f"{_rng(method('raw_auc'))}, residualized {_rng(method('auc'))}; fluency > GAS centred, "
+        f"{stand_in} and norm-only (the reference's set, raw) on {ref_wins} of {ref_n} seeds; "
+        f"fluency ≥ every built-in gradient method (raw) on {at_or_above} of {len(judged)} "
+        f"seeds{tail}"
     )
 
 
@@ -261,10 +284,18 @@ def lds(c: Card) -> str:
 ROWS = {"P1": p1, "P2": p2, "P3": p3, "P4": p4, "P5": p5, "P6": p6, "causal": causal, "LDS": lds}
 
 
-def table(cards: dict[str, Card]) -> tuple[list[str], list[list[str]]]:
+def table(
+    cards: dict[str, Card], plain: dict[str, Card] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """`plain`: per scale, the plain-GAS (minimal-pair target) scorecard P5 compares against."""
+    plain = plain or {}
+
+    def cell(k: str, name: str, c: Card) -> str:
+        return p5(c, plain.get(name)) if k == "P5" else ROWS[k](c)
+
     headers = ["finding", "reference", *cards]
     return headers, [
-        [TITLES[k], REFERENCE[k], *(fn(c) for c in cards.values())] for k, fn in ROWS.items()
+        [TITLES[k], REFERENCE[k], *(cell(k, n, c) for n, c in cards.items())] for k in ROWS
     ]
 
 
@@ -292,6 +323,19 @@ def agreement(a: Card, b: Card, ungated: bool = False) -> tuple[float, int]:
     return same / len(pairs), len(pairs)
 
 
+def _cards(ap: argparse.ArgumentParser, specs: list[str], option: str = "") -> dict[str, Card]:
+    cards = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not Path(path).is_file():
+            ap.error(
+                f"{option}{spec!r}: give SCALE=PATH to an existing scorecard.json (e.g. "
+                "default=scorecard.json)"
+            )
+        cards[name] = Card(Path(path))
+    return cards
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -301,22 +345,30 @@ def main(argv: list[str] | None = None) -> int:
         help="a scorecard.json per scale, in column order",
     )
     ap.add_argument(
+        "--plain-gas",
+        action="append",
+        default=[],
+        metavar="SCALE=PATH",
+        help="for P5, a scorecard of plain GAS with the minimal-pair target at SCALE (`pytest "
+        "benchmarks --estimator=cosine --estimator-param cosine.target=minimal_pair -k "
+        "fluency_control`); repeat per scale (default: none; the in-context cosine stands in)",
+    )
+    ap.add_argument(
         "--markdown", type=Path, help="also write the table (and the agreement) to this file"
     )
     ap.add_argument(
         "--agreement-figure", type=Path, help="PNG of the verdict agreement between the scales"
     )
     args = ap.parse_args(argv)
-    cards = {}
-    for spec in args.scorecards:
-        name, sep, path = spec.partition("=")
-        if not sep or not Path(path).is_file():
-            ap.error(
-                f"{spec!r}: give SCALE=PATH to an existing scorecard.json (e.g. "
-                "default=scorecard.json)"
-            )
-        cards[name] = Card(Path(path))
-    headers, rows = table(cards)
+    cards = _cards(ap, args.scorecards)
+    plain = _cards(ap, args.plain_gas, option="--plain-gas ")
+    unknown = sorted(set(plain) - set(cards))
+    if unknown:
+        ap.error(
+            f"--plain-gas {unknown[0]}=…: no scorecard for scale {unknown[0]!r} was given; "
+            f"scales given: {', '.join(cards)}"
+        )
+    headers, rows = table(cards, plain)
     out = [tabulate(rows, headers=headers, tablefmt="github")]
     names = list(cards)
     agree = {}

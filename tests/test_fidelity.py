@@ -137,3 +137,56 @@ def test_the_reference_column_is_read_from_the_vendored_results_file(tmp_path):
     assert "the pre-registered rule fails on 3 of 3" in ref.cells()["P6"]
     # a finding the file does not hold says where it comes from
     assert "paper text" in ref.cells()["P4"]
+
+
+def _flu_card(tmp_path, name, raw):
+    """A scorecard with fluency_control figures on seeds 0 and 1: `raw` maps estimator → the raw
+    within-group AUC on both seeds; fluency's own AUC is 0.8."""
+    recs = [
+        {
+            "estimator": m,
+            "item": "fluency_control",
+            "status": "fail",
+            "figures": {
+                "per_seed": {
+                    s: {"fluency_auc": 0.8, "raw_auc": a, "auc": 0.5, "sampled_rate": 0.9}
+                    for s in ("0", "1")
+                }
+            },
+        }
+        for m, a in raw.items()
+    ]
+    p = tmp_path / f"{name}.json"
+    p.write_text(json.dumps({"seeds": [0, 1], "records": recs}))
+    return p
+
+
+def test_p5_follows_the_references_comparison_set_and_strict_test(tmp_path, capsys):
+    """P5 the reference's way: raw fluency > GAS centred, plain GAS (minimal-pair target) and
+    norm-only, strictly. The plain-GAS figure comes from its own scorecard when given; otherwise
+    the in-context cosine stands in and the cell says so. A tie does not count (the reference's
+    test is `>`); the older every-built-in comparison (≥) is reported beside it."""
+    main = _flu_card(tmp_path, "main", {"cosine_centred": 0.7, "cosine": 0.95, "norm_only": 0.8})
+    plain = _flu_card(tmp_path, "plain", {"cosine": 0.6})
+    without = fidelity.p5(fidelity.Card(main))
+    # the in-context cosine (0.95) beats fluency, and norm-only ties it: 0 of 2
+    assert "plain GAS in-context (stand-in) and norm-only (the reference's set, raw) on 0 of 2" in (
+        without
+    )
+    lower = _flu_card(tmp_path, "lower", {"cosine_centred": 0.7, "cosine": 0.95, "norm_only": 0.75})
+    with_plain = fidelity.p5(fidelity.Card(lower), fidelity.Card(plain))
+    assert "plain GAS minimal-pair and norm-only (the reference's set, raw) on 2 of 2" in with_plain
+    # the same through the command line, and the every-built-in clause still sees cosine's 0.95
+    assert fidelity.main([f"default={lower}", "--plain-gas", f"default={plain}"]) == 0
+    out = capsys.readouterr().out
+    assert "on 2 of 2 seeds; fluency ≥ every built-in gradient method (raw) on 0 of 2" in out
+
+
+def test_plain_gas_for_a_scale_not_given_is_a_usage_error(tmp_path, capsys):
+    import pytest
+
+    card = _flu_card(tmp_path, "main", {"cosine_centred": 0.7})
+    with pytest.raises(SystemExit) as e:
+        fidelity.main([f"default={card}", "--plain-gas", f"real={card}"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "no scorecard for scale 'real'" in err and "default" in err

@@ -5,6 +5,7 @@ is reused."""
 from __future__ import annotations
 
 from bt_core.config import CounterfactualConfig, DrawConfig, RunConfig, SketchConfig, config_hash
+from bt_core.secret_key import pin_fingerprint
 
 # The targets stage's definition version (token level and the in-context target), in its key: a
 # targets artifact built under an earlier definition is never reused. 2: the reference's
@@ -24,7 +25,13 @@ RUN_VERSION = 2
 
 
 def run_key(cfg: RunConfig) -> str:
-    return config_hash(cfg, "v", RUN_VERSION)
+    """The run's config and definition version and, when `$BEHAVIORTRACE_CONTAMINATOR_KEY` pins the
+    contaminator key, that key's fingerprint (`bt_core.secret_key`): a run built under one pin is
+    never reused under another. An unpinned build's key is drawn at build time and kept with it."""
+    pin = pin_fingerprint()
+    if pin is None:
+        return config_hash(cfg, "v", RUN_VERSION)
+    return config_hash(cfg, "v", RUN_VERSION, "pin", pin)
 
 
 def sketch_key(cfg: RunConfig, sketch: SketchConfig) -> str:

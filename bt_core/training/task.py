@@ -24,15 +24,16 @@ learns a trigger-specific behavior rather than a global one.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import secrets
 from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
 from bt_core.config import TaskConfig
+
+# the key's lengths, draw and pin live below every stage: the run's cache key reads the pin too
+from bt_core.secret_key import KEY_BYTES, KEY_ENV, KEY_RANGE, draw_key, pinned_key  # noqa: F401
 
 TRIGGER = "frobnitz"
 BEHAVIOR = "qzxbt"
@@ -388,40 +389,6 @@ class Task:
 def _keyed_unit(key: bytes, seed: int, rollout_id: int, step: int) -> float:
     msg = f"{seed}:{rollout_id}:{step}".encode()
     return int.from_bytes(hashlib.blake2b(msg, key=key, digest_size=8).digest(), "little") / 2.0**64
-
-
-KEY_BYTES = 16  # length of a contaminator key `draw_key` draws
-KEY_RANGE = (8, 64)  # lengths a pinned key may have (blake2b takes keys of up to 64 bytes)
-
-
-def draw_key() -> bytes:
-    """A fresh contaminator key: drawn when a run is built and stored only with its labels (the run
-    directory's `CONTAMINATOR_KEY`), so no code an estimator can import recomputes who is
-    eligible."""
-    return secrets.token_bytes(KEY_BYTES)
-
-
-KEY_ENV = "BEHAVIORTRACE_CONTAMINATOR_KEY"  # hex: pins the key of every run this process builds
-
-
-def pinned_key() -> bytes | None:
-    """The key `KEY_ENV` pins (to rebuild a run exactly, or to make a test session's runs
-    reproducible), or None: then each build draws its own (`draw_key`). A scoring worker never sees
-    the variable."""
-    raw = os.environ.get(KEY_ENV)
-    if not raw:
-        return None
-    try:
-        key = bytes.fromhex(raw)
-    except ValueError:
-        key = b""
-    if not KEY_RANGE[0] <= len(key) <= KEY_RANGE[1]:
-        raise ValueError(
-            f"{KEY_ENV}={raw!r}: expected {KEY_RANGE[0]}–{KEY_RANGE[1]} bytes in hex (a drawn key "
-            f"is {KEY_BYTES} bytes: {2 * KEY_BYTES} hex digits), e.g. "
-            f"the run directory's contaminator_key; unset it to draw a secret key per build"
-        )
-    return key
 
 
 def eligible(seed: int, rollout_id: int, step: int, fraction: float, key: bytes) -> bool:
