@@ -11,8 +11,10 @@ rollouts of the default scale, and it grows as n². The push-through identity
 
     (ΦΦᵀ + λI)⁻¹ Φ = Φ (ΦᵀΦ + λI)⁻¹                    (both equal Φ(ΦᵀΦ + λI)⁻¹ for λ > 0)
 
-gives exactly the same scores from the k × k matrix ΦᵀΦ, accumulated over row chunks of Φ, so memory
-is O(k² + chunk·k) whatever n is. `form="auto"` solves the dual when n ≤ k (draws, step level) and
+gives exactly the same scores from the k × k matrix ΦᵀΦ, accumulated over row chunks of Φ in column
+blocks of its upper triangle (`primal_gram`) and factored in its own buffer, so memory is
+O(k² + chunk·k + k·cols) whatever n is: one Gram (512 MB at k = 8192), never a second k × k product
+or a copy of it inside the solve. `form="auto"` solves the dual when n ≤ k (draws, step level) and
 the primal otherwise; both are exact, and the unit tests check they agree.
 """
 
