@@ -4,6 +4,7 @@ embeddings resident by the end of a session. Each test can fail: it reads the re
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import numpy as np
@@ -38,3 +39,37 @@ def test_the_worker_releases_a_problems_pages_after_scoring(tmp_path):
     scores = np.load(tmp_path / "out" / reply["scores"])
     again = np.load(tmp_path / "out" / w.score({"id": 2, "problem": "p"})["scores"])
     assert np.array_equal(scores, again)  # the pages fault back in with the same bytes
+
+
+TRIMMED = """
+from bt_core.attribution.worker import _TRIM, trim_heap
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+if _TRIM is None:
+    print("no-trim")
+    raise SystemExit
+import ctypes
+libc = ctypes.CDLL(None)
+# glibc keeps freed heap below its trim threshold and serves blocks below its map threshold from the
+# heap; both adapt to what a process allocated. Fix them as a long session leaves them.
+libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD: never shrink the heap's top by itself
+libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: 1 MB blocks come from the heap
+blocks, pins = [], []
+for _ in range(300):  # 300 MB from the heap, each block below a small live one
+    blocks.append(bytearray(2**20))
+    pins.append(bytearray(600))
+del blocks  # freed, but inside the heap: still resident
+before = rss()
+trim_heap()
+print(before - rss())
+"""
+
+
+@linux
+def test_trim_heap_returns_freed_heap_to_the_system():
+    out = subprocess.run(
+        [sys.executable, "-c", TRIMMED], capture_output=True, text=True, check=True
+    ).stdout.split()
+    if out == ["no-trim"]:
+        pytest.skip("no glibc malloc_trim here")
+    assert float(out[-1]) > 200, out  # of the 300 MB freed but still resident

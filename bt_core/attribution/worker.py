@@ -20,6 +20,8 @@ and scores every problem of the session; a failure to import it fails every scor
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import importlib
 import json
 import os
@@ -96,6 +98,7 @@ class Worker:
         given = problem.handout(self.needs)
         out = call_score(self.build, self.spec.factory, given)
         release_problem(problem)
+        trim_heap()
         name = None
         if out.scores is not None:
             name = f"{req['id']}.npy"
@@ -122,6 +125,28 @@ def release_problem(problem) -> int:
     if view is not None and is_dataclass(view):
         arrays += [getattr(view, f.name) for f in fields(view)]
     return release(*arrays)
+
+
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None (another C library, another platform)."""
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def trim_heap() -> None:
+    """Give the heap an estimator freed back to the system after a scoring pass. glibc keeps freed
+    blocks below its (adaptive, up to 32 MB) map threshold in the process's heap, so a worker whose
+    estimator once peaked stays that large all session: metagrad's worker held 1.16 GB after scoring
+    a default seed, 0.40 GB after ``malloc_trim(0)``. Only memory already freed is returned; nothing
+    the estimator holds is touched."""
+    gc.collect()
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 def main(argv: list[str]) -> int:
