@@ -147,7 +147,8 @@ def sketch_ratios(runs: int, k: int, batches: int) -> dict:
 
 def suite_cost(cache: str, suite: str, scale: str, out: Path) -> dict:
     """Run `pytest benchmarks` (the `suite`'s estimators) in a child process: wall, CPU s, peak
-    RSS."""
+    RSS. On a cache that already holds runs this is judging's cost ("warm"); else building too."""
+    warm = (Path(cache) / "runs").is_dir() and any((Path(cache) / "runs").iterdir())
     cmd = [
         sys.executable,
         "-m",
@@ -176,6 +177,7 @@ def suite_cost(cache: str, suite: str, scale: str, out: Path) -> dict:
     return {
         "suite": suite,
         "scale": scale,
+        "cache": "warm: judging only" if warm else "cold: building and judging",
         "exit": child.returncode,
         "wall_s": round(wall, 1),
         "cpu_s": round(ru.ru_utime + ru.ru_stime, 1),
@@ -239,7 +241,8 @@ def report(res: dict) -> str:
     if "suite" in res:
         s = res["suite"]
         parts.append(
-            f"suite {s['suite']} ({s['scale']}): {s['wall_s']} s wall, {s['cpu_s']} CPU-s, peak "
+            f"suite {s['suite']} ({s['scale']}, {s['cache']}): {s['wall_s']} s wall, "
+            f"{s['cpu_s']} CPU-s, peak "
             f"RSS {s['peak_rss_mib']} MiB ({s['peak_rss_mib'] / TARGETS['peak_rss_mib']:.2f} of "
             f"the 2 GiB target); load {s['load_before']} → {s['load_after']}; exit {s['exit']}: "
             f"{s['summary']}"
