@@ -14,7 +14,11 @@ one exists, and against its target otherwise:
    median and the spread.
    Target ≥ 0.9.
 2. **suite memory**: `pytest benchmarks` in a child process on `--bt-cache`; its peak resident set
-   (the child's ``ru_maxrss``, what ``/usr/bin/time -v`` reports). Target < 2 GB (2048 MiB).
+   (the largest process's ``ru_maxrss``, what ``/usr/bin/time -v`` reports). Target < 2 GB (2048
+   MiB). Estimators score in worker processes (one per estimator, alive all session), so the
+   process tree is also sampled (`/proc`, every 0.25 s): the largest process, and the peak of the
+   tree's summed RSS and summed PSS (shared pages, such as one sketch map read by several workers,
+   counted once). On a warm cache this is the memory of judging; on a cold one, of building too.
 3. **suite time**: the same child's wall time and CPU seconds (user + sys). CPU seconds do not
    depend on how busy the machine is; wall does — so the load average before and after is printed
    with it.
@@ -38,6 +42,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -47,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SUITES = {"cosine": ["--estimator=cosine"], "all": []}
+SUITES = {"cosine": ["--estimator=cosine"], "trak": ["--estimator=trak"], "all": []}
 TARGETS = {
     "sketch_ratio": 0.9,
     "peak_rss_mib": 2048,
@@ -59,6 +64,62 @@ TARGETS = {
 def load() -> float:
     """The 1-minute load average (how many runnable processes shared the cores)."""
     return round(os.getloadavg()[0], 2)
+
+
+def _tree(root: int) -> list[int]:
+    """`root` and its descendants (from /proc/*/stat)."""
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):  # it ended while being read
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        out.append(todo.pop())
+        todo += kids.get(out[-1], [])
+    return out
+
+
+def _kib(path: str, field: str) -> int:
+    try:
+        with open(path) as f:
+            return next((int(ln.split()[1]) for ln in f if ln.startswith(field)), 0)
+    except OSError:
+        return 0
+
+
+class TreeSampler(threading.Thread):
+    """Peak resident memory of a process tree, sampled every `period` s from /proc (Linux): the
+    largest process's RSS, the tree's summed RSS and summed PSS (proportional set size: a page
+    shared by m processes counts 1/m in each), and how many processes it had at most."""
+
+    def __init__(self, root: int, period: float = 0.25):
+        super().__init__(daemon=True)
+        self.root, self.period, self.done = root, period, threading.Event()
+        self.peak = {"max_process_mib": 0.0, "sum_rss_mib": 0.0, "sum_pss_mib": 0.0, "procs": 0}
+
+    def run(self) -> None:
+        while not self.done.is_set() and os.path.exists(f"/proc/{self.root}"):
+            pids = _tree(self.root)
+            rss = [_kib(f"/proc/{p}/status", "VmRSS") / 1024 for p in pids]
+            pss = sum(_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids) / 1024
+            for key, v in (
+                ("max_process_mib", max(rss, default=0.0)),
+                ("sum_rss_mib", sum(rss)),
+                ("sum_pss_mib", pss),
+                ("procs", len(pids)),
+            ):
+                self.peak[key] = max(self.peak[key], round(v, 1))
+            self.done.wait(self.period)
+
+    def stop(self) -> dict:
+        self.done.set()
+        self.join()
+        return dict(self.peak)
 
 
 def sketch_ratios(runs: int, k: int, batches: int) -> dict:
@@ -86,7 +147,8 @@ def sketch_ratios(runs: int, k: int, batches: int) -> dict:
 
 def suite_cost(cache: str, suite: str, scale: str, out: Path) -> dict:
     """Run `pytest benchmarks` (the `suite`'s estimators) in a child process: wall, CPU s, peak
-    RSS."""
+    RSS. On a cache that already holds runs this is judging's cost ("warm"); else building too."""
+    warm = (Path(cache) / "runs").is_dir() and any((Path(cache) / "runs").iterdir())
     cmd = [
         sys.executable,
         "-m",
@@ -102,17 +164,25 @@ def suite_cost(cache: str, suite: str, scale: str, out: Path) -> dict:
         *SUITES[suite],
     ]
     before, t0 = load(), time.perf_counter()
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT
+    ) as child:
+        tree = TreeSampler(child.pid) if os.path.isdir("/proc") else None
+        if tree is not None:
+            tree.start()
+        stdout, _ = child.communicate()
     wall = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # this process waits for no other child
-    tail = [line for line in res.stdout.splitlines() if line.strip()][-1:]
+    tail = [line for line in stdout.splitlines() if line.strip()][-1:]
     return {
         "suite": suite,
         "scale": scale,
-        "exit": res.returncode,
+        "cache": "warm: judging only" if warm else "cold: building and judging",
+        "exit": child.returncode,
         "wall_s": round(wall, 1),
         "cpu_s": round(ru.ru_utime + ru.ru_stime, 1),
         "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
+        "tree": tree.stop() if tree is not None else None,
         "load_before": before,
         "load_after": load(),
         "summary": tail[0] if tail else "",
@@ -171,11 +241,20 @@ def report(res: dict) -> str:
     if "suite" in res:
         s = res["suite"]
         parts.append(
-            f"suite {s['suite']} ({s['scale']}): {s['wall_s']} s wall, {s['cpu_s']} CPU-s, peak "
+            f"suite {s['suite']} ({s['scale']}, {s['cache']}): {s['wall_s']} s wall, "
+            f"{s['cpu_s']} CPU-s, peak "
             f"RSS {s['peak_rss_mib']} MiB ({s['peak_rss_mib'] / TARGETS['peak_rss_mib']:.2f} of "
             f"the 2 GiB target); load {s['load_before']} → {s['load_after']}; exit {s['exit']}: "
             f"{s['summary']}"
         )
+        if s.get("tree"):
+            t = s["tree"]
+            parts.append(
+                f"suite {s['suite']} process tree (sampled): largest process {t['max_process_mib']}"
+                f" MiB, summed RSS {t['sum_rss_mib']} MiB, summed PSS {t['sum_pss_mib']} MiB "
+                f"({t['sum_pss_mib'] / TARGETS['peak_rss_mib']:.2f} of the target), up to "
+                f"{t['procs']} processes"
+            )
     if "stages" in res:
         cols = list(res["stages"][0])
         parts.append(

@@ -20,17 +20,22 @@ and scores every problem of the session; a failure to import it fails every scor
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import importlib
 import json
 import os
 import sys
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import numpy as np
 
+from bt_core.artifacts.pages import release
 from bt_core.attribution import frames
 from bt_core.attribution.frames import raised_at
 from bt_core.attribution.outcome import Outcome, call_score
+from bt_core.attribution.problem import ARRAY_FIELDS
 from bt_core.attribution.registry import EstimatorSpec
 from bt_core.attribution.scratch import read_problem
 
@@ -89,8 +94,11 @@ class Worker:
                 "outcome": Outcome(error=self.init_error).as_json(),
                 "scores": None,
             }
-        given = self.problem(req["problem"]).handout(self.needs)
+        problem = self.problem(req["problem"])
+        given = problem.handout(self.needs)
         out = call_score(self.build, self.spec.factory, given)
+        release_problem(problem)
+        trim_heap()
         name = None
         if out.scores is not None:
             name = f"{req['id']}.npy"
@@ -104,6 +112,41 @@ class Worker:
         except Exception:
             return {"params": None}
         return {"params": own if isinstance(own, dict) else None}
+
+
+def release_problem(problem) -> int:
+    """Drop the resident pages of a problem's memory-mapped arrays (`bt_core.artifacts.pages`)
+    after a scoring pass. The worker keeps every problem of the session open, so without this the
+    pages an estimator read (512 MB of embeddings per default stream seed) would stay in its
+    resident set for the whole session, seed after seed; a later read faults them back in from the
+    page cache, with the same bytes."""
+    view = problem.rollouts
+    arrays = [getattr(problem, n, None) for n in ARRAY_FIELDS] + list(problem.targets.values())
+    if view is not None and is_dataclass(view):
+        arrays += [getattr(view, f.name) for f in fields(view)]
+    return release(*arrays)
+
+
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None (another C library, another platform)."""
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def trim_heap() -> None:
+    """Give the heap an estimator freed back to the system after a scoring pass. glibc keeps freed
+    blocks below its (adaptive, up to 32 MB) map threshold in the process's heap, so a worker whose
+    estimator once peaked stays that large all session: metagrad's worker held 1.16 GB after scoring
+    a default seed, 0.40 GB after ``malloc_trim(0)``. Only memory already freed is returned; nothing
+    the estimator holds is touched."""
+    gc.collect()
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 def main(argv: list[str]) -> int:

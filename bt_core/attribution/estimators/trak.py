@@ -11,8 +11,10 @@ rollouts of the default scale, and it grows as n². The push-through identity
 
     (ΦΦᵀ + λI)⁻¹ Φ = Φ (ΦᵀΦ + λI)⁻¹                    (both equal Φ(ΦᵀΦ + λI)⁻¹ for λ > 0)
 
-gives exactly the same scores from the k × k matrix ΦᵀΦ, accumulated over row chunks of Φ, so memory
-is O(k² + chunk·k) whatever n is. `form="auto"` solves the dual when n ≤ k (draws, step level) and
+gives exactly the same scores from the k × k matrix ΦᵀΦ, accumulated over row chunks of Φ in column
+blocks of its upper triangle (`primal_gram`) and factored in its own buffer, so memory is
+O(k² + chunk·k + k·cols) whatever n is: one Gram (512 MB at k = 8192), never a second k × k product
+or a copy of it inside the solve. `form="auto"` solves the dual when n ≤ k (draws, step level) and
 the primal otherwise; both are exact, and the unit tests check they agree.
 """
 
@@ -46,21 +48,63 @@ def _lam(fro2: float, k: int, lam_scale: float, name: str) -> float:
     return lam
 
 
-def trak_primal(
-    problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int = 2048
-) -> np.ndarray:
-    """Φ(ΦᵀΦ + λI)⁻¹ T via a chunked k × k Gram; `targets` (C, k) → (n_units, C)."""
+def add_upper_gram(gram: np.ndarray, phi: np.ndarray, cols: int = 1024) -> None:
+    """gram[i, j] += (φᵀφ)[i, j] for i ≤ j (and below the diagonal inside each diagonal block), in
+    place; `phi` (rows, k), `gram` (k, k). Column block [j0, j1) adds φ[:, :j1]ᵀ φ[:, j0:j1], so
+    the one temporary is (j1, cols), never a (k, k) product beside the Gram (512 MB at k = 8192),
+    and the flops are those of a symmetric rank update (half a full product)."""
+    k = phi.shape[1]
+    for j0 in range(0, k, cols):
+        j1 = min(j0 + cols, k)
+        gram[:j1, j0:j1] += phi[:, :j1].T @ phi[:, j0:j1]
+
+
+def mirror_upper(gram: np.ndarray, cols: int = 1024) -> None:
+    """Copy the upper triangle of the square `gram` onto its lower one, block by block (no n × n
+    temporary), so it is exactly symmetric."""
+    k = gram.shape[0]
+    for j0 in range(0, k, cols):
+        j1 = min(j0 + cols, k)
+        gram[j0:j1, :j0] = gram[:j0, j0:j1].T
+        blk = gram[j0:j1, j0:j1]
+        lower = np.tril_indices(j1 - j0, -1)
+        blk[lower] = blk.T[lower]
+
+
+def primal_gram(problem, chunk: int = 2048, cols: int = 1024) -> tuple[np.ndarray, float]:
+    """ΦᵀΦ (k, k), exactly symmetric, and ‖Φ‖²_F, accumulated over row chunks of Φ: one (chunk, k)
+    float64 block and one (k, cols) product are held beside the Gram, never the (n, k) float64
+    copy of Φ; the embeddings' mapped pages are released after each chunk."""
     n, k = problem.emb.shape
     gram, fro2 = np.zeros((k, k)), 0.0
     for lo in range(0, n, chunk):
         phi = _rows(problem, lo, min(lo + chunk, n))
-        gram += phi.T @ phi
+        add_upper_gram(gram, phi, cols)
         fro2 += float(np.einsum("ij,ij->", phi, phi))
+        del phi
+        release(problem.emb)
+    mirror_upper(gram, cols)
+    return gram, fro2
+
+
+def trak_primal(
+    problem, targets: np.ndarray, lam_scale: float = 0.1, chunk: int = 2048, cols: int = 1024
+) -> np.ndarray:
+    """Φ(ΦᵀΦ + λI)⁻¹ T via the k × k Gram (`primal_gram`, column blocks of width `cols`);
+    `targets` (C, k) → (n_units, C). The Gram is factored in its own buffer and freed before Φ is
+    read again, so at most the Gram and one row chunk are held at a time."""
+    n, k = problem.emb.shape
+    gram, fro2 = primal_gram(problem, chunk, cols)
     gram[np.diag_indices(k)] += _lam(fro2, k, lam_scale, problem.name)
-    m = scipy.linalg.solve(gram, np.asarray(targets, np.float64).T, assume_a="pos")  # (k, C)
+    # gram is exactly symmetric, so its transpose (Fortran-ordered) is the same matrix and LAPACK
+    # factors it in place instead of copying k² floats first
+    t = np.asarray(targets, np.float64).T
+    m = scipy.linalg.solve(gram.T, t, assume_a="pos", overwrite_a=True)  # (k, C)
+    del gram
     out = np.zeros((n, m.shape[1]))
     for lo in range(0, n, chunk):
         out[lo : lo + chunk] = _rows(problem, lo, min(lo + chunk, n)) @ m
+        release(problem.emb)
     return out
 
 
