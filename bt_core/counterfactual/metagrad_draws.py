@@ -29,10 +29,13 @@ w a leaf; L is linear in w, so any w gives the same derivative.
 θ'_∅ − θ'(e_i) = (η/b₁)(m'_i/d_i − m'_∅/d_∅). Expanded in g_i its first-order term is
 (η(1−β₁)/b₁) g_i/d_∅ — the score is **exactly the label's linear term**: the two share ∇f(θ'_∅)
 (the label is already first order in the step), and differ only by AdamW's second moment and the
-clip acting on a single sibling's g_i, terms of second order in g_i (relative size
-~(1−β₂) g_i² / (β₂ v) per coordinate, plus the clip where ‖g_i‖ > C). tests/test_metagrad_draws.py
-measures the gap and checks the derivative against central finite differences through the replay
-engine's own one-step update (torch's clip_grad_norm_ and AdamW.step, w_i = ±ε).
+clip acting on a single sibling's g_i, terms of second and higher order in g_i (relative size
+~(1−β₂) g_i² / (β₂ v) per coordinate, plus the clip where ‖g_i‖ > C). They are not small per
+sibling: on smoke seed 0's three draws the score and the label agree in sign on 97.0–97.4% of
+siblings, Spearman 0.945–0.959, median relative gap 7–8%. tests/test_metagrad_draws.py checks
+that the score is the label's formula differentiated at s = 0 along s·g_i (central difference,
+≤ 1e-3), and the derivative against central finite differences through the replay engine's own
+one-step update (torch's clip_grad_norm_ and AdamW.step, w_i = ±ε).
 
 It reads no labels: token ids of the siblings, the analysis checkpoint with its AdamW state, the
 clip norm, the loss weight and the measure's examples.
