@@ -133,11 +133,12 @@ def test_metagrad_with_its_sign_flipped_fails_counterfactual(smoke_evidence_in_p
         assert b["lds"] == pytest.approx(-a["lds"]) and b["status"] == "fail"
 
 
-def test_metagrad_declines_nothing_silently_on_draws(smoke_evidence):
-    """Draw problems have no behavior measure of the logged stream: metagrad fails them naming the
-    field."""
+def test_metagrad_without_a_measure_fails_naming_it(smoke_evidence):
+    """A problem without the behavior measure (built without replays) cannot be differentiated:
+    metagrad says so, on the stream and on draws (tests/test_metagrad_draws.py scores draws)."""
     from bt_core.attribution.catalog import get
-    from bt_core.attribution.evidence import EstimatorFailure
 
-    with pytest.raises(EstimatorFailure, match="measure"):
-        smoke_evidence.scores(get("metagrad"), smoke_evidence.draw_problem(0, 0))
+    for p in (smoke_evidence.stream_problem(0), smoke_evidence.draw_problem(0, 0)):
+        bare = dataclasses.replace(p, measure=None)
+        with pytest.raises(ValueError, match="measure"):
+            get("metagrad").create().score(bare.handout())

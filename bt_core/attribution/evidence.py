@@ -39,6 +39,7 @@ from bt_core.attribution.loaders import (
     OptimizerLoader,
     PreconditionerLoader,
     Projection,
+    draw_measure,
     examples_of,
     measure_of,
 )
@@ -57,6 +58,12 @@ def cache_roots(artifacts: dict[int, SeedArtifacts]) -> list[Path]:
             if path is not None:
                 roots.add(Path(path).resolve().parents[1])
     return sorted(roots)
+
+
+def _loss_weight(a: SeedArtifacts) -> float:
+    """c = 1/(G·B): a rollout's weight in one of the run's logged steps."""
+    g = a.run.config.grpo
+    return 1.0 / (g.group_size * g.prompts_per_step)
 
 
 class EstimatorFailure(RuntimeError):
@@ -224,7 +231,8 @@ class Evidence:
             unit_of_rollout=np.arange(n),
             model_at=ModelLoader(a.run),
             name=f"seed{a.run.seed}/draw{draw}",
-            extra={"analysis_step": d.analysis_step},
+            # a rollout's weight 1/(G·B) in one of the run's updates (the label's and metagrad's)
+            extra={"analysis_step": d.analysis_step, "loss_weight": _loss_weight(a)},
             rollouts=RolloutView.of(t, advantage=np.ones(n), lr=lr),
             codec=a.run.token_ids,
             target_examples=examples_of(tg, draw),
@@ -233,6 +241,7 @@ class Evidence:
             project=Projection(a.sketches),
             optimizer_at=OptimizerLoader(a.run),
             grad_clip=float(a.run.config.grpo.grad_clip),
+            measure=draw_measure(a, d.analysis_step),
         )
         return p, beh, beh.astype(float)
 

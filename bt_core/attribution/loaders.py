@@ -111,6 +111,14 @@ def measure_of(a: SeedArtifacts) -> BehaviorMeasure | None:
     )
 
 
+def draw_measure(a: SeedArtifacts, step: int) -> BehaviorMeasure | None:
+    """The behavior measure of a draw: the stream's examples (held-out probes × fixed replies),
+    taken after one update from the analysis checkpoint `step` (what the draws' causal label and
+    metagrad's draw score differentiate), no trained window; None without replays."""
+    m = measure_of(a)
+    return None if m is None else BehaviorMeasure(int(step), m.examples, None)
+
+
 class Projection:
     """flat (n_params,) → (k,): the projector the sketches were built with (`problem.project`),
     built on first use. It holds the projector's settings only, not the sketches or the run."""

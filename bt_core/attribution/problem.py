@@ -51,9 +51,11 @@ teacher-forced sequences whose loss gradient *is* the target at checkpoint `step
 ``preconditioner(step)`` (the stored AdamW state of a checkpoint as a flat preconditioner) and
 ``project(flat)`` (the run's projector: a parameter-space vector into the embeddings' sketch space),
 ``optimizer_at(step, model)`` (the run's AdamW with the state stored at a checkpoint), ``grad_clip``
-(the run's clip norm) and, on the stream, ``measure`` (the counterfactual items' behavior measure:
-measurement step, teacher-forced examples, trained window; read-only) — what the exact metagradient
-(`metagrad`) replays.
+(the run's clip norm) and ``measure`` (the counterfactual items' behavior measure, read-only: on
+the stream the measurement step, the teacher-forced examples and the trained window; on draws the
+same examples at the analysis checkpoint, no window, with ``extra["loss_weight"]`` = 1/(G·B), a
+rollout's weight in one of the run's updates) — what the exact metagradient (`metagrad`) replays
+(on draws: differentiates one update from the analysis checkpoint).
 """
 
 from __future__ import annotations
@@ -187,9 +189,9 @@ class AttributionProblem:
     # that checkpoint
     optimizer_at: Callable[[int, object], object] | None = None
     grad_clip: float | None = None  # the run's max global gradient norm (GRPOConfig.grad_clip)
-    # stream only: the counterfactual items' behavior measure
-    # (`bt_core.artifacts.replays.BehaviorMeasure`: measurement step, held-out probes × fixed
-    # replies, the trained window the LDS removes from); None without replays
+    # the counterfactual items' behavior measure (`bt_core.artifacts.replays.BehaviorMeasure`:
+    # measurement step, held-out probes × fixed replies, the trained window the LDS removes from;
+    # on draws the analysis checkpoint and no window); None without replays
     measure: object | None = None
 
     def __post_init__(self) -> None:

@@ -101,7 +101,7 @@ class OneStep:
 
     def __init__(self, model, opt: torch.optim.Optimizer, grad_clip: float):
         st, hp = _snapshot(model, opt), _hyper(opt)
-        self.theta, self.m, self.v = _flat(st.theta), _flat(st.m), _flat(st.v)
+        self.theta, self.m, self.v = st.theta, st.m, st.v  # flat, in the parameters' order
         self.lr, self.b1, self.b2 = hp["lr"], hp["b1"], hp["b2"]
         self.eps, self.wd = hp["eps"], hp["wd"]
         self.bc1, self.bc2 = 1.0 - self.b1**st.t, 1.0 - self.b2**st.t

@@ -12,11 +12,22 @@ estimator.
 Rollouts outside the trained window get 0 (`window_only`): the LDS removes only window rollouts, and
 those after the measurement step never act on it (their derivative is exactly 0 anyway).
 
+On a **draw** (fresh siblings at the analysis checkpoint S, not part of the logged stream) the
+one update a sibling can act on is the one the draws' causal label asks about: the run's update at
+S with each sibling in its loss at weight w_i (A = +1, loss weight c = ``extra["loss_weight"]`` =
+1/(G·B), the run's clip and AdamW state). The score is
+
+    score_i = −∂f(θ'(w))/∂w_i |_{w=0} = (η(1−β₁)/b₁) ⟨∇f(θ'_∅)/d_∅, g_i⟩
+
+(`bt_core.counterfactual.metagrad_draws` holds the mathematics): exactly the linear term, in the
+sibling's gradient g_i, of its causal label effect_i = ⟨∇f(θ'_∅), θ'_∅ − θ'(e_i)⟩. The two differ
+by AdamW's second moment (and the clip) acting on one sibling's gradient, second order in g_i; on
+smoke seed 0's draws the rankings agree at Spearman 0.945–0.959, signs on 97%.
+
 It reads no labels, no rewards and no replays' results — the logged stream (token ids, advantages,
-steps, groups), the checkpoints with their AdamW state, the clip norm and the behavior measure's
-examples and step: `needs` lists them. It has a rollout level only (the items sum its rollout scores
-per step) and needs the stream's measure, so it does not score draw problems (fresh siblings at the
-analysis checkpoint are not part of the logged stream).
+steps, groups) or the draw's siblings (token ids), the checkpoints with their AdamW state, the clip
+norm and the behavior measure's examples and step: `needs` lists them. It has a rollout level only
+(the items sum its rollout scores per step).
 """
 
 from __future__ import annotations
@@ -61,6 +72,14 @@ class MetaGrad(Estimator):
 
         from bt_core.counterfactual.metagrad import LoggedStream, metagradient
 
+        if problem.measure is None:
+            raise ValueError(
+                f"{problem.name or 'the problem'} has no behavior measure (`measure` is None: the "
+                "artifacts were built without counterfactual replays), so there is no f to "
+                "differentiate; build with the scale's counterfactual config"
+            )
+        if problem.kind == "draw":
+            return self._score_draw(problem, torch)
         stream = LoggedStream(
             problem.rollouts,
             problem.codec,
@@ -78,3 +97,26 @@ class MetaGrad(Estimator):
         if self.window_only and m.window is not None:
             scores = np.where(np.asarray(m.window, bool), scores, 0.0)
         return scores
+
+    def _score_draw(self, problem, torch) -> np.ndarray:
+        """−∂f/∂w_i of the one update from the analysis checkpoint (module docstring)."""
+        from bt_core.counterfactual.metagrad_draws import draw_metagradient
+        from bt_core.training.model import cast_model, torch_threads
+
+        m, step = problem.measure, int(problem.extra["analysis_step"])
+        if int(m.step) != step:
+            raise ValueError(
+                f"the draw's measure is taken at step {m.step}, its analysis checkpoint is {step}"
+            )
+        with torch_threads(1):
+            model = cast_model(problem.model_at(step), getattr(torch, self.dtype))
+            out = draw_metagradient(
+                model,
+                problem.optimizer_at(step, model),
+                problem.rollouts,
+                problem.codec,
+                m.examples,
+                float(problem.extra["loss_weight"]),
+            )
+        self.figures[problem.name] = {k: v for k, v in out.items() if k != "dfdw"}
+        return -np.asarray(out["dfdw"], np.float64)
