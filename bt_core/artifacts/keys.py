@@ -21,9 +21,16 @@ DRAWS_VERSION = 3
 # contaminator's eligibility key secretly at build time and stores it with the labels (issue 23); a
 # run built with the public key is never reused, nor anything built from it.
 RUN_VERSION = 2
+# The hidden_cause scenario's definition version, in its runs' keys only (every other scenario's
+# keys are unchanged): 2 draws the carrier and decoy tags from the run's secret contaminator key
+# (`task_hidden.carrier_tags`); a run built with the public carrier tags of version 1 is never
+# reused, nor anything built from it.
+HIDDEN_CAUSE_VERSION = 2
 
 
 def run_key(cfg: RunConfig) -> str:
+    if cfg.task.scenario == "hidden_cause":
+        return config_hash(cfg, "v", RUN_VERSION, "hidden_cause", HIDDEN_CAUSE_VERSION)
     return config_hash(cfg, "v", RUN_VERSION)
 
 
