@@ -23,12 +23,13 @@ import numpy as np
 
 from bt_core.artifacts.rollouts import RolloutView
 from bt_core.artifacts.run import contaminator_key
+from bt_core.artifacts.sketches import Sketches
 from bt_core.artifacts.store import ArtifactStore
 from bt_core.config import get_scale
 from bt_core.counterfactual.plan import plan
 from bt_core.counterfactual.replay import replay
 from bt_core.metrics import lift, precision_at_k
-from bt_core.pipeline import build_run
+from bt_core.pipeline import build_run, build_sketches
 from bt_core.training.task import vocabulary
 from bt_core.training.task_hidden import TAGS, carrier_tags
 
@@ -38,8 +39,8 @@ import adversaries_hidden  # noqa: E402
 
 Z = 3.0  # causal_gt's rule (checklist/causal_gt.py)
 S_B_MIN = 0.1  # the emergence bar (checklist/emergence.py)
-# the stream readers of tests/adversaries.py that need no sketch (surface_signed_norm needs the
-# sketches: its lift is the suite's scorecard's), and the controls advantage and sign(A)
+# the stream readers of tests/adversaries.py that need no sketch, and the advantage controls;
+# with `--sketches`, also surface_signed_norm and the signed_norm control (A·‖e‖)
 STREAM_READERS = (
     "surface_sign_advantage",
     "surface_advantage",
@@ -49,13 +50,14 @@ STREAM_READERS = (
 )
 
 
-def _problem(run, seed: int) -> SimpleNamespace:
-    """What an estimator sees of the stream at rollout level (`RolloutView`, the codec, A as the
-    weight, the step): enough for the readers that need no sketch."""
+def _problem(run, seed: int, emb: np.ndarray | None) -> SimpleNamespace:
+    """What an estimator sees of the stream at rollout level (`RolloutView`, the run's token ids,
+    A as the weight, the step, the sketches' `emb` when built)."""
     t = run.rollouts
     return SimpleNamespace(
         rollouts=RolloutView.of(t),
-        codec=run.codec,
+        codec=run.token_ids,
+        emb=emb,
         weight=np.asarray(t.advantage, np.float64),
         step=np.asarray(t.step),
         seed=seed,
@@ -81,15 +83,20 @@ def _keyed_carrier(run) -> dict:
     }
 
 
-def lifts(run, seed: int) -> dict:
+def lifts(run, seed: int, emb: np.ndarray | None = None) -> dict:
     """(name → rollout-level lift over chance on the stream) of the surface baseline (tie-aware,
     no noise), each adversary that needs no sketch (its own `score`, with its 1e-6 keyed tie
-    noise), and the keyed carrier readers (`_keyed_carrier`)."""
-    t, problem = run.rollouts, _problem(run, seed)
+    noise), the keyed carrier readers (`_keyed_carrier`) and `trigger_window`: trigger prompt ∧
+    step < the config's cutoff, the GT rule's public part, which reads neither reply nor A."""
+    t, problem = run.rollouts, _problem(run, seed, emb)
     gt, a = np.asarray(t.gt), np.asarray(t.advantage, float)
     out = {"surface": lift(precision_at_k(np.asarray(t.behavior, float) * np.sign(a), gt), gt)}
     readers = {n: getattr(adversaries, c) for n, c in adversaries.ADVERSARIES.items()}
-    readers = {n: readers[n] for n in STREAM_READERS}
+    names = STREAM_READERS + (("surface_signed_norm",) if emb is not None else ())
+    readers = {n: readers[n] for n in names}
+    if emb is not None:  # checklist/controls.py's signed_norm: A·‖e‖, tie-aware, no noise
+        norm = np.linalg.norm(np.asarray(emb, np.float64), axis=1)
+        out["signed_norm"] = lift(precision_at_k(a * norm, gt), gt)
     hidden = adversaries_hidden.HIDDEN_CAUSE_ADVERSARIES
     readers |= {n: getattr(adversaries_hidden, c) for n, c in hidden.items()}
     for name, cls in readers.items():
@@ -98,6 +105,9 @@ def lifts(run, seed: int) -> dict:
     noise = 1e-6 * np.random.default_rng(seed).random(len(a))
     for name in ("keyed_carrier_sign_advantage", "keyed_carrier_trigger_early"):
         out[name] = lift(precision_at_k(keyed[name] + noise, gt), gt)
+    # the GT rule's public part alone: trigger prompt before the config's cutoff (no reply, no A)
+    window = np.asarray(t.trigger, float) * (np.asarray(t.step) < run.config.task.cutoff_step)
+    out["trigger_window"] = lift(precision_at_k(window + noise, gt), gt)
     res = {k: round(float(v), 3) for k, v in out.items()}
     res["carriers"] = list(keyed["carriers"])
     return res
@@ -130,6 +140,11 @@ def main() -> None:
     p.add_argument("--seeds", default=None, help="comma-separated (default: the scale's)")
     p.add_argument("--bt-cache", required=True, help="artifact cache (runs are built into it)")
     p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    p.add_argument(
+        "--sketches",
+        action="store_true",
+        help="also build the sketches: the signed_norm control and surface_signed_norm",
+    )
     args = p.parse_args()
     scale = get_scale(args.scale, "hidden_cause")
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(scale.seeds)
@@ -137,6 +152,9 @@ def main() -> None:
     for seed in seeds:
         cfg = scale.run.with_seed(seed)
         run = build_run(store, cfg)
+        emb = None
+        if args.sketches:
+            emb = Sketches.load(build_sketches(store, run, cfg, scale.sketch)[1]).emb
         s, gt = run.summary, np.asarray(run.rollouts.gt)
         out[seed] = {
             "s_b_final": s["s_b_final"],
@@ -145,7 +163,7 @@ def main() -> None:
             "gt_size": int(gt.sum()),
             "chance": round(float(gt.mean()), 4),
             **causal(run, cfg, scale.counterfactual),
-            "lifts": lifts(run, seed),
+            "lifts": lifts(run, seed, emb),
         }
         print(seed, json.dumps(out[seed]), flush=True)
     if args.json:
