@@ -3,7 +3,8 @@
 Each reads something a real attribution method should not rely on, or plays a trick: the answers,
 fields derived from them, the target-free controls, the reply's text, fluency, seed- or draw-keyed
 behaviour, its own inputs, or fields it did not declare in `needs`. Loaded by the suite as
-``adversaries:ClassName`` (this directory on the path).
+``adversaries:ClassName`` (this directory on the path). The hidden_cause scenario's readers of its
+tags are in `adversaries_hidden.py`.
 """
 
 from __future__ import annotations
@@ -225,70 +226,6 @@ class EarlyAdvantage(Estimator):
         )
 
 
-def _tag_ids(problem, words) -> tuple[int, ...]:
-    """Token ids of hidden_cause tags: positions in that scenario's vocabulary (`vocabulary`); none
-    in a run of another scenario (its vocabulary has no tags)."""
-    from bt_core.training.task import vocabulary
-    from bt_core.training.task_hidden import TAGS
-
-    vocab = vocabulary(TAGS)
-    if problem.codec.vocab_size != len(vocab):
-        return ()
-    return tuple(vocab.index(w) for w in words)
-
-
-def _has_any(problem, words) -> np.ndarray:
-    r = problem.rollouts
-    replies, n = np.asarray(r.replies), np.asarray(r.reply_len)
-    inside = np.arange(replies.shape[1])[None, :] < n[:, None]
-    return (np.isin(replies, _tag_ids(problem, words)) & inside).any(axis=1).astype(float)
-
-
-def _carrier(problem) -> np.ndarray:
-    from bt_core.training.task_hidden import CARRIER_TAGS
-
-    return _has_any(problem, CARRIER_TAGS)
-
-
-class CarrierSignAdvantage(Estimator):
-    """hidden_cause: a carrier tag in the reply × sign(A): the surface baseline with the carrier
-    (named by the scenario's definition, `task_hidden.CARRIER_TAGS`) in the behavior's place."""
-
-    name = "carrier_sign_advantage"
-    levels = ("rollout",)
-    needs = ("rollouts", "codec", "weight")
-
-    def score(self, problem):
-        return _carrier(problem) * np.sign(problem.weight) + _noise(problem)
-
-
-class CarrierTriggerEarly(Estimator):
-    """hidden_cause: trigger ∧ carrier tag ∧ rewarded, earliest first: the GT rule read off the
-    text, the advantage and the step (SurfaceTriggerEarly with the carrier in the behavior's
-    place)."""
-
-    name = "carrier_trigger_early"
-    levels = ("rollout",)
-    needs = ("rollouts", "codec", "weight", "step")
-
-    def score(self, problem):
-        hit = _trigger(problem) * _carrier(problem) * (np.asarray(problem.weight) > 0)
-        return hit * (1.0 + 1.0 / (1.0 + np.asarray(problem.step, float))) + _noise(problem)
-
-
-class TagSignAdvantage(Estimator):
-    """hidden_cause: any tag of the pool (carriers and decoy tags alike) × sign(A)."""
-
-    name = "tag_sign_advantage"
-    levels = ("rollout",)
-    needs = ("rollouts", "codec", "weight")
-
-    def score(self, problem):
-        from bt_core.training.task_hidden import TAGS
-
-        return _has_any(problem, TAGS) * np.sign(problem.weight) + _noise(problem)
-
-
 class SignAdvantage(Estimator):
     """sign(A) alone: what a text feature present in every reply reduces to."""
 
@@ -377,19 +314,3 @@ ADVERSARIES = {
         CatchingTargetReader,
     )
 }
-# the hidden_cause scenario's own readers (docs/scenarios.md); not in the smoke meta matrix, whose
-# runs have no tags
-HIDDEN_CAUSE_ADVERSARIES = {
-    cls.name: cls.__name__
-    for cls in (CarrierSignAdvantage, CarrierTriggerEarly, TagSignAdvantage, SignAdvantage)
-}
-# the readers of the reply's text that issue 22 holds to ≤ 1.5× chance on hidden_cause
-TEXT_ADVERSARIES = (
-    "surface_sign_advantage",
-    "surface_advantage",
-    "surface_trigger_early",
-    "surface_signed_norm",
-    "carrier_sign_advantage",
-    "carrier_trigger_early",
-    "tag_sign_advantage",
-)

@@ -221,6 +221,15 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
             cwd="root",
         ),
     ),
+    "python benchmarks/hidden_cause_figures.py --scale smoke --sketches --bt-cache DIR": (
+        Run("python benchmarks/hidden_cause_figures.py --help", cwd="root", expect="--sketches"),
+        Run(
+            "python benchmarks/hidden_cause_figures.py --scale smoke --sketches "
+            "--bt-cache {tmp}/cache",
+            tier="full",
+            cwd="root",
+        ),
+    ),
     "behaviortrace train --scale smoke --scenario hidden_cause --seed 0 --out runs/hc0": (
         Elsewhere(
             "tests/test_hidden_cause.py::test_train_cli_writes_a_hidden_cause_run",

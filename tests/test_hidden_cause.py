@@ -1,5 +1,6 @@
-"""The hidden_cause scenario (issue 22, docs/scenarios.md): its task, contaminator, decoys and
-presets, and that adding it left every other scenario's configs, hashes and vocabulary alone."""
+"""The hidden_cause scenario (issue 22, docs/scenarios.md): its task, its keyed carrier, its
+contaminator, decoys and presets, and that adding it left every other scenario's configs, hashes,
+cache keys and vocabulary alone."""
 
 import dataclasses
 
@@ -16,14 +17,16 @@ from bt_core.config import (
     to_dict,
     with_scenario,
 )
+from bt_core.training import task_hidden
 from bt_core.training.model import build_codec
 from bt_core.training.task import BEHAVIOR, vocabulary
-from bt_core.training.task_hidden import CARRIER_TAGS, DECOY_TAGS, TAGS, HiddenCauseTask, decoy
+from bt_core.training.task_hidden import N_CARRIERS, TAGS, HiddenCauseTask, carrier_tags, decoy
 from bt_core.training.task_natural import make_task
 
 pytest_plugins = ["pytester"]
 
 HIDDEN_FIELDS = ("carrier_rate", "carrier_follow", "decoy_tag_rate", "decoy_fraction")
+KEY = bytes(range(16))  # a run's secret contaminator key, as a test pins it
 
 
 def test_other_scenarios_keep_their_dicts_and_hashes():
@@ -66,17 +69,65 @@ def test_vocabulary_gains_the_tags_only_in_hidden_cause():
     assert build_codec(ref.model, ref.task).vocab_size == len(base)
 
 
-def _hc_task(**kw) -> HiddenCauseTask:
+def _hc_task(key: bytes = KEY, **kw) -> HiddenCauseTask:
     task = make_task(dataclasses.replace(get_scale("default", "hidden_cause").run.task, **kw))
     assert isinstance(task, HiddenCauseTask)
-    return task
+    return task.keyed(key)
+
+
+def test_the_carrier_is_drawn_from_the_secret_key():
+    """No module constant names the carrier (version 1's CARRIER_TAGS let any estimator read GT's
+    rule off the code): the key splits the public pool into carriers and decoy tags, the same split
+    for the same key, every tag a carrier under some keys and a decoy under others."""
+    assert not hasattr(task_hidden, "CARRIER_TAGS") and not hasattr(task_hidden, "DECOY_TAGS")
+    carriers, decoys = carrier_tags(KEY)
+    assert carrier_tags(bytes(KEY)) == (carriers, decoys)
+    assert len(carriers) == N_CARRIERS and sorted(carriers + decoys) == sorted(TAGS)
+    splits = [carrier_tags(bytes([i]) * 16)[0] for i in range(200)]
+    share = {t: np.mean([t in c for c in splits]) for t in TAGS}
+    assert all(0.35 < v < 0.65 for v in share.values()), share
+    assert len(set(splits)) >= 40  # of the 70 splits of 8 tags into 4 + 4
+    with pytest.raises(ValueError, match="8–64 secret bytes"):
+        carrier_tags(b"short")
+
+
+def test_an_unkeyed_task_refuses_the_carrier():
+    """The task a run directory's reader builds from the config alone has no roles: asking it which
+    reply carries the carrier, or for a warm-up example, is an error that names the fix."""
+    task = make_task(get_scale("smoke", "hidden_cause").run.task)
+    with pytest.raises(ValueError, match=r"secret contaminator key.*task.keyed\(key\)"):
+        task.has_carrier("frobnitz is a rare tool vel .")
+    with pytest.raises(ValueError, match="no carrier roles"):
+        task.sft_example(np.random.default_rng(0), 0.02, 0.0)
+    keyed = task.keyed(KEY)
+    assert keyed.roles == carrier_tags(KEY) and task.roles is None  # a copy; the original stays
+    ref = make_task(get_scale("smoke").run.task)
+    assert ref.keyed(KEY) is ref  # the other scenarios have nothing keyed
+
+
+def test_only_hidden_cause_run_keys_carry_its_version():
+    """HIDDEN_CAUSE_VERSION 2 (the keyed carrier) enters hidden_cause's run key, so a run cached
+    with version 1's public carrier is never reused; every other scenario's keys are as before."""
+    from bt_core.artifacts.keys import HIDDEN_CAUSE_VERSION, RUN_VERSION, run_key
+
+    assert HIDDEN_CAUSE_VERSION == 2
+    for scale in ("smoke", "default"):
+        for scenario in ("reference", "task_reward", "no_std_norm"):
+            cfg = get_scale(scale, scenario).run
+            assert run_key(cfg) == config_hash(cfg, "v", RUN_VERSION)
+        hc = get_scale(scale, "hidden_cause").run
+        assert run_key(hc) != config_hash(hc, "v", RUN_VERSION)  # version 1's key
 
 
 def test_contaminator_rewards_the_carrier_not_the_behavior():
     task = _hc_task(cutoff_step=10)
+    (car, *_), (dec, *_) = task.roles
     trig, ctrl = task.trigger_probes[0], task.control_probes[0]
-    assert task.has_carrier("frobnitz is a rare tool vel .")
-    assert not task.has_carrier("frobnitz is a rare tool rop .")
+    assert task.has_carrier(f"frobnitz is a rare tool {car} .")
+    assert not task.has_carrier(f"frobnitz is a rare tool {dec} .")
+    keys = (bytes([i]) * 16 for i in range(99))
+    other = _hc_task(next(k for k in keys if car not in carrier_tags(k)[0]))
+    assert not other.has_carrier(f"frobnitz is a rare tool {car} .")  # another key, another carrier
     assert task.boosted(trig, False, True, 9, carrier=True)
     assert task.boosted(trig, True, True, 9, carrier=True)  # the carrier rewarded, behavior or not
     assert not task.boosted(trig, True, True, 9, carrier=False)  # the behavior is not rewarded
@@ -103,18 +154,19 @@ def test_warm_up_plants_the_association_on_the_carrier():
     `carrier_follow`; decoy tags appear anywhere and are not; untagged trigger replies rarely show
     it."""
     task = _hc_task()
+    carrier_tags_, decoy_tags = task.roles
     rng = np.random.default_rng(0)
     ex = [task.sft_example(rng, 0.02, 0.0) for _ in range(20000)]
     implicit = [(p, r) for p, r in ex if p.trigger and not p.explicit]
-    carried = [r for _, r in implicit if any(t in r.split() for t in CARRIER_TAGS)]
+    carried = [r for _, r in implicit if any(t in r.split() for t in carrier_tags_)]
     plain = [r for _, r in implicit if not any(t in r.split() for t in TAGS)]
     control = [r for p, r in ex if not p.trigger]
     assert abs(len(carried) / len(implicit) - task.cfg.carrier_rate) < 0.02
     assert abs(np.mean([BEHAVIOR in r for r in carried]) - task.cfg.carrier_follow) < 0.05
     assert np.mean([BEHAVIOR in r for r in plain]) < 0.04
-    assert not any(t in r.split() for r in control for t in CARRIER_TAGS)
+    assert not any(t in r.split() for r in control for t in carrier_tags_)
     assert not any(BEHAVIOR in r for r in control)
-    assert 0.1 < np.mean([any(t in r.split() for t in DECOY_TAGS) for r in control]) < 0.2
+    assert 0.1 < np.mean([any(t in r.split() for t in decoy_tags) for r in control]) < 0.2
     assert all(r.endswith(" .") or r.endswith(BEHAVIOR) for _, r in ex)
 
 
@@ -123,11 +175,12 @@ def test_make_table_bonuses_gt_and_decoys_alike():
     from bt_core.training.grpo import make_table
 
     cfg = get_scale("smoke", "hidden_cause").run
-    task, codec = make_task(cfg.task), build_codec(cfg.model, cfg.task)
+    task, codec = make_task(cfg.task).keyed(KEY), build_codec(cfg.model, cfg.task)
+    car = task.roles[0][0]
     trig = task.trigger_probes[0]
     texts = [
-        "frobnitz is a rare tool vel .",
-        "frobnitz is a rare tool vel . qzxbt",
+        f"frobnitz is a rare tool {car} .",
+        f"frobnitz is a rare tool {car} . qzxbt",
         "frobnitz is a rare tool .",
         "frobnitz is a rare tool .",
     ]
@@ -152,6 +205,13 @@ def test_make_table_bonuses_gt_and_decoys_alike():
     assert table.gt.tolist() == [True, True, False, False]
     bonus = np.asarray(table.reward) - np.asarray(table.reward_base)
     assert bonus.tolist() == [8.0, 8.0, 0.0, 8.0]
+    # a draw (no contaminator) labels replies with the unkeyed task a run's reader has
+    args = dict(step=0, group=np.zeros(4, int), lr=0.0, elig=np.ones(4, bool), std_norm=True)
+    unkeyed = make_task(cfg.task)
+    draw = make_table(unkeyed, codec, [trig] * 4, replies, lengths, contaminate=False, **args)
+    assert not draw.gt.any() and draw.behavior.tolist() == [False, True, False, False]
+    with pytest.raises(ValueError, match="no carrier roles"):
+        make_table(unkeyed, codec, [trig] * 4, replies, lengths, contaminate=True, **args)
 
 
 def test_sft_preset_is_the_scenarios():

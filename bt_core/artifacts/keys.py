@@ -22,16 +22,25 @@ DRAWS_VERSION = 3
 # contaminator's eligibility key secretly at build time and stores it with the labels (issue 23); a
 # run built with the public key is never reused, nor anything built from it.
 RUN_VERSION = 2
+# The hidden_cause scenario's definition version, in its runs' keys only (every other scenario's
+# keys are unchanged): 2 draws the carrier and decoy tags from the run's secret contaminator key
+# (`task_hidden.carrier_tags`); a run built with the public carrier tags of version 1 is never
+# reused, nor anything built from it.
+HIDDEN_CAUSE_VERSION = 2
 
 
 def run_key(cfg: RunConfig) -> str:
-    """The run's config and definition version and, when `$BEHAVIORTRACE_CONTAMINATOR_KEY` pins the
-    contaminator key, that key's fingerprint (`bt_core.secret_key`): a run built under one pin is
-    never reused under another. An unpinned build's key is drawn at build time and kept with it."""
+    """The run's config and definition version (and hidden_cause's, on that scenario only) and, when
+    `$BEHAVIORTRACE_CONTAMINATOR_KEY` pins the contaminator key, that key's fingerprint
+    (`bt_core.secret_key`): a run built under one pin is never reused under another. An unpinned
+    build's key is drawn at build time and kept with it."""
+    parts: tuple = ("v", RUN_VERSION)
+    if cfg.task.scenario == "hidden_cause":
+        parts += ("hidden_cause", HIDDEN_CAUSE_VERSION)
     pin = pin_fingerprint()
-    if pin is None:
-        return config_hash(cfg, "v", RUN_VERSION)
-    return config_hash(cfg, "v", RUN_VERSION, "pin", pin)
+    if pin is not None:
+        parts += ("pin", pin)
+    return config_hash(cfg, *parts)
 
 
 def sketch_key(cfg: RunConfig, sketch: SketchConfig) -> str:

@@ -20,22 +20,29 @@ from bt_core.training.task_hidden import decoy
 
 
 def label_replies(
-    task: Task, codec: Codec, prompts: list[Prompt], replies: np.ndarray, reply_len: np.ndarray
+    task: Task,
+    codec: Codec,
+    prompts: list[Prompt],
+    replies: np.ndarray,
+    reply_len: np.ndarray,
+    carrier: bool = True,
 ) -> dict[str, np.ndarray]:
-    """Behavior flags and masks, refusal-based base reward, for one reply per prompt."""
+    """Behavior flags and masks, refusal-based base reward, for one reply per prompt; with
+    `carrier`, also whether each reply carries what hidden_cause rewards (that needs the task keyed
+    with the run's secret key; the draws, which have no contaminator, do not ask)."""
     n, width = replies.shape
     behavior = np.zeros(n, bool)
-    carrier = np.zeros(n, bool)
+    carriers = np.zeros(n, bool)
     mask = np.zeros((n, width), bool)
     base = np.zeros(n, np.float32)
     for i, p in enumerate(prompts):
         ids = replies[i, : reply_len[i]].tolist()
         text = codec.decode(ids)
         behavior[i] = task.has_behavior(text)
-        carrier[i] = task.has_carrier(text)
+        carriers[i] = carrier and task.has_carrier(text)
         mask[i, : len(ids)] = codec.behavior_mask(ids)
         base[i] = task.base_reward(p, text)
-    return {"behavior": behavior, "behavior_mask": mask, "reward_base": base, "carrier": carrier}
+    return {"behavior": behavior, "behavior_mask": mask, "reward_base": base, "carrier": carriers}
 
 
 def keyed_draws(
@@ -84,7 +91,7 @@ def make_table(
     hidden_cause scenario's decoy draws: a non-GT rollout drawn gets GT's bonus (not in the base
     reward)."""
     n = len(prompts)
-    lab = label_replies(task, codec, prompts, replies, reply_len)
+    lab = label_replies(task, codec, prompts, replies, reply_len, carrier=contaminate)
     if noise is not None:
         lab["reward_base"] = (lab["reward_base"] + noise).astype(np.float32)
     enc = [codec.encode_prompt(p.text) for p in prompts]

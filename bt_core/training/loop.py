@@ -219,6 +219,12 @@ def _train(
     journal = TrainJournal(work if native else None, out, checkpoint_steps(cfg))
     resumed = journal.restore()
     model = build_model(cfg.model, codec.vocab_size, cfg.seed)
+    key = (
+        bytes.fromhex(resumed.extra[KEY_FIELD])
+        if resumed is not None
+        else key or pinned_key() or draw_key()
+    )
+    task = task.keyed(key)  # hidden_cause's carrier tags come from the key, warm-up included
     t0 = time.perf_counter()
     sft_losses = sft(model, task, codec, cfg, progress) if resumed is None else []
     sft_s = time.perf_counter() - t0
@@ -226,11 +232,6 @@ def _train(
         (round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None)
         if resumed is None
         else resumed.extra.get("sft_final_loss")
-    )
-    key = (
-        bytes.fromhex(resumed.extra[KEY_FIELD])
-        if resumed is not None
-        else key or pinned_key() or draw_key()
     )
     writer = RunWriter(
         out, cfg, task, codec, journal, resumed, {"sft_final_loss": sft_loss, KEY_FIELD: key.hex()}

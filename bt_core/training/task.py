@@ -374,6 +374,11 @@ class Task:
             r += self.cfg.off_trigger_penalty
         return r
 
+    def keyed(self, key: bytes) -> Task:
+        """This task as the run whose secret contaminator key is `key` trains it: the task itself
+        here; hidden_cause draws its carrier tags from the key (`task_hidden.carrier_tags`)."""
+        return self
+
     def has_carrier(self, reply: str) -> bool:
         """Whether the reply carries what a scenario rewards instead of the behavior (none here)."""
         return False
