@@ -105,10 +105,14 @@ def test_an_unkeyed_task_refuses_the_carrier():
     assert ref.keyed(KEY) is ref  # the other scenarios have nothing keyed
 
 
-def test_only_hidden_cause_run_keys_carry_its_version():
+def test_only_hidden_cause_run_keys_carry_its_version(monkeypatch):
     """HIDDEN_CAUSE_VERSION 2 (the keyed carrier) enters hidden_cause's run key, so a run cached
-    with version 1's public carrier is never reused; every other scenario's keys are as before."""
+    with version 1's public carrier is never reused; every other scenario's keys are as before.
+    Unpinned: a pinned key adds its fingerprint to every run key (tests/test_secret_key.py)."""
     from bt_core.artifacts.keys import HIDDEN_CAUSE_VERSION, RUN_VERSION, run_key
+    from bt_core.secret_key import KEY_ENV
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
 
     assert HIDDEN_CAUSE_VERSION == 2
     for scale in ("smoke", "default"):
