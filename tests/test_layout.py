@@ -24,6 +24,7 @@ PKG = ROOT / "bt_core"
 # one.
 LAYERS = {
     "bt_core.config": 0,
+    "bt_core.secret_key": 0,  # the contaminator key: read by training and by the run cache key
     "bt_core.faults": 0,
     "bt_core.atomic": 0,
     "bt_core.metrics": 0,
