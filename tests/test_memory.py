@@ -5,10 +5,10 @@ the size of what the old code held."""
 from __future__ import annotations
 
 import sys
-import tracemalloc
 
 import numpy as np
 import pytest
+from helpers import peak_mib
 
 from bt_core.artifacts.pages import release, release_seed
 from bt_core.artifacts.readonly import readonly
@@ -71,22 +71,13 @@ def test_release_seed_releases_stream_and_draw_sketches(mapped, tmp_path):
     assert before - _resident_mib() > 50
 
 
-def _peak_mib(fn) -> float:
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1] / 2**20
-    finally:
-        tracemalloc.stop()
-
-
 def test_trak_dual_never_holds_a_float64_copy_of_the_embeddings():
     n, k = 1024, 2048
     p = AttributionProblem.synthetic(n_units=n, k=k, n_ckpt=2, group_size=4, seed=1)
     t = np.asarray(p.targets["in_context"])
     # 16 MiB: what the old dual held, besides the Gram (8 MiB) and its copy
     phi_mib = n * k * 8 / 2**20
-    peak = _peak_mib(lambda: trak_dual(p, t, chunk=128))
+    peak = peak_mib(lambda: trak_dual(p, t, chunk=128))
     assert peak < phi_mib, peak  # Gram + two 2 MiB row blocks
 
 
@@ -95,7 +86,7 @@ def test_group_centred_cosine_works_in_blocks():
     p = AttributionProblem.synthetic(n_units=n, k=k, n_ckpt=2, group_size=4, seed=2)
     # 32 MiB: one float64 temporary of the old 4096-row chunk (n < 4096: all rows)
     full_mib = n * k * 8 / 2**20
-    peak = _peak_mib(lambda: group_centred_cosine(p, "in_context", block=128))
+    peak = peak_mib(lambda: group_centred_cosine(p, "in_context", block=128))
     assert peak < full_mib, peak
 
 

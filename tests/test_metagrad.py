@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from helpers import scrambled_labels
 
 N_CHECKED = 24  # rollouts checked against finite differences (the issue asks for ≥ 20)
 EPS = 1e-5  # relative perturbation of one rollout's loss weight w_i = 1 ± EPS
@@ -74,15 +75,7 @@ def _perturbed_labels(a):
     t = a.run.rollouts
     rng = np.random.default_rng(1)
     run = copy.copy(a.run)
-    run.rollouts = dataclasses.replace(
-        t,
-        gt=~np.asarray(t.gt),
-        eligible=~np.asarray(t.eligible),
-        behavior=~np.asarray(t.behavior),
-        reward=rng.permutation(np.asarray(t.reward)),
-        reward_base=rng.permutation(np.asarray(t.reward_base)),
-        behavior_mask=~np.asarray(t.behavior_mask),
-    )
+    run.rollouts = scrambled_labels(t, rng)
     return dataclasses.replace(a, run=run)
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from helpers import scrambled_labels
 
 N_FD = 8  # siblings checked against finite differences (one per group, fixed draw)
 # w_i = ±FD_EPS around the empty step (w = 0). The step is sharply nonlinear in some siblings'
@@ -135,15 +136,7 @@ def test_metagrad_on_draws_reads_no_labels(draw00, smoke_artifacts):
     d = copy.copy(a.draws[0])
     t = d.rollouts
     rng = np.random.default_rng(2)
-    d.rollouts = dataclasses.replace(
-        t,
-        gt=~np.asarray(t.gt),
-        eligible=~np.asarray(t.eligible),
-        behavior=~np.asarray(t.behavior),
-        reward=rng.permutation(np.asarray(t.reward)),
-        reward_base=rng.permutation(np.asarray(t.reward_base)),
-        behavior_mask=~np.asarray(t.behavior_mask),
-    )
+    d.rollouts = scrambled_labels(t, rng)
     d.effect = -np.asarray(a.draws[0].effect)
     other = Evidence({0: dataclasses.replace(a, draws=[d, *a.draws[1:]])}, "smoke")
     q = other.draw_problem(0, 0)

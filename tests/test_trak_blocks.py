@@ -5,9 +5,8 @@ Gram and a second k × k product beside it)."""
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
+from helpers import peak_mib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -73,21 +72,12 @@ def test_blocked_primal_is_bit_identical_at_blas_sizes():
     )
 
 
-def _peak_mib(fn) -> float:
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1] / 2**20
-    finally:
-        tracemalloc.stop()
-
-
 def test_trak_primal_holds_one_gram_and_small_blocks():
     n, k, chunk, cols = 4096, 1024, 128, 64
     p = AttributionProblem.synthetic(n_units=n, k=k, n_ckpt=2, group_size=4, seed=4)
     t = np.asarray(p.targets["in_context"])
     gram_mib = k * k * 8 / 2**20  # 8 MiB
-    peak = _peak_mib(lambda: trak_primal(p, t, chunk=chunk, cols=cols))
+    peak = peak_mib(lambda: trak_primal(p, t, chunk=chunk, cols=cols))
     # the one-call version held the Gram, a second k × k product (`gram += φᵀφ`) and a chunk:
     # 2 × 8 + 1 MiB; the blocks hold the Gram, one (128, k) chunk (1 MiB) and a (k, 64) product
     # (0.5 MiB). The float64 copy of Φ would be 32 MiB.
