@@ -127,7 +127,8 @@ def _ceiling_scores(evidence: Evidence, seed: int) -> np.ndarray | None:
     from bt_core.attribution.catalog import get
 
     try:
-        return evidence.scores(get(CEILING), evidence.stream_problem(seed))
+        # a figure beside the verdict, never the rule: kept in the cache (bt_core.attribution.kept)
+        return evidence.kept_scores(get(CEILING), evidence.stream_problem(seed))
     except EstimatorFailure:
         return None
 

@@ -221,18 +221,27 @@ def test_unrelated_sessions_leave_the_plugin_inert(pytester):
 
 
 @pytest.mark.parametrize(
-    "tty, args, shown",
+    "tty, ci, args, shown",
     [
-        (True, (), True),
-        (False, (), False),
-        (True, ("--bt-no-progress",), False),
-        (False, ("--bt-progress",), True),
+        (True, None, (), True),
+        (False, None, (), False),
+        (False, "true", (), True),  # a CI log (GitHub Actions, GitLab set $CI): plain lines
+        (False, "", (), False),
+        (True, None, ("--bt-no-progress",), False),
+        (False, "true", ("--bt-no-progress",), False),
+        (False, None, ("--bt-progress",), True),
     ],
 )
-def test_progress_is_on_by_default_on_a_terminal(pytester, monkeypatch, tty, args, shown):
+def test_progress_is_on_by_default_on_a_terminal_or_in_ci(
+    pytester, monkeypatch, tty, ci, args, shown
+):
     from behaviortrace.fixtures.plugin import SETTINGS
 
     monkeypatch.setattr("sys.stdout.isatty", lambda: tty)
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
     config = pytester.parseconfigure("--estimator=oracle", "--scale=smoke", *args)
     assert config.stash[SETTINGS].progress is shown
 

@@ -35,7 +35,7 @@ from bt_core.atomic import write_text_atomic
 MARKER = "behaviortrace-cache.json"
 SCHEMA = "behaviortrace.cache"
 MARKER_VERSION = 1
-KNOWN_KINDS = ("runs", "sketches", "targets", "draws", "replays", "replaysets")
+KNOWN_KINDS = ("runs", "sketches", "targets", "draws", "replays", "replaysets", "scores")
 ROOT_FILES = ("builds.jsonl", MARKER)  # the only files a cache root holds
 _KEY = re.compile(r"[0-9a-f]{16}")
 

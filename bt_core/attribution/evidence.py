@@ -83,10 +83,13 @@ class Evidence:
         scale: str,
         estimator_params: dict | None = None,
         scoring: str = "sandbox",
+        store=None,
     ):
         """`scoring`: where `score()` runs (`bt_core.attribution.sandbox.MODES`): "sandbox" (a
         worker process under bubblewrap, or a plain subprocess marked "unsandboxed" where bubblewrap
-        cannot run), "subprocess" or "in-process" (explicit; marked on every record)."""
+        cannot run), "subprocess" or "in-process" (explicit; marked on every record). `store`: the
+        session's `ArtifactStore`, where `kept_scores` keeps a reference estimator's scores (None:
+        computed every session)."""
         self.artifacts = artifacts
         self.scale = scale
         self.estimator_params = estimator_params or {}
@@ -99,6 +102,9 @@ class Evidence:
         self._labels: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._effects: dict[str, np.ndarray] = {}  # draw problem name → the causal label
         self._scores: dict[tuple, np.ndarray | EstimatorFailure] = {}
+        self.store = store
+        # (estimator name, problem name) → "kept" (read from the cache) | "computed"
+        self.kept: dict[tuple[str, str], str] = {}
         # estimator key → {problem name: {seed, seconds}}
         self._times: dict[tuple, dict[str, dict]] = {}
         # the seed whose memory-mapped sketches may be resident
@@ -285,6 +291,29 @@ class Evidence:
         if isinstance(res, EstimatorFailure):
             raise res
         return res
+
+    def kept_scores(self, spec: EstimatorSpec, problem: AttributionProblem) -> np.ndarray:
+        """`scores(spec, problem)` for a figure shown beside a verdict (the counterfactual item's
+        ceiling), kept in the artifact cache under a key of the seed's artifacts, the estimator's
+        settings and bt_core's source (`bt_core.attribution.kept`). Scores this session already
+        computed are used (and kept); a plug-in's are never kept. Raises EstimatorFailure."""
+        from bt_core.attribution import kept
+
+        memo = self._scores.get((spec.key, problem.name))
+        if self.store is None or spec.origin != "builtin" or isinstance(memo, EstimatorFailure):
+            return self.scores(spec, problem)
+        a = self.artifacts[problem.seed]
+        params = self.estimator_params.get(spec.name, {})
+        key = kept.kept_key(a.keys, spec.name, params, problem.name)
+        config = {"estimator": spec.name, "params": params, "problem": problem.name}
+        out, computed = kept.load_or_compute(
+            self.store,
+            key,
+            config,
+            lambda: memo if memo is not None else self.scores(spec, problem),
+        )
+        self.kept[(spec.name, problem.name)] = "computed" if computed else "kept"
+        return readonly(out)
 
     def _compute(
         self, spec: EstimatorSpec, problem: AttributionProblem
