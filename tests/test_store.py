@@ -210,3 +210,72 @@ def test_each_build_records_its_own_peak_memory_and_cpu_time(tmp_path):
         r["key"]: r for r in map(json.loads, (tmp_path / "builds.jsonl").read_text().splitlines())
     }
     assert log["big"]["peak_rss_mb"] == m_big["peak_rss_mb"] and "cpu_s" in log["small"]
+
+
+def _new_process(monkeypatch):
+    """Forget what this process verified, as a new process would (the ledger file stays)."""
+    from bt_core.artifacts import store as store_mod
+
+    monkeypatch.setattr(store_mod, "_VERIFIED", {})
+    monkeypatch.setattr(store_mod, "_LEDGERS", {})
+
+
+def _no_hashing(monkeypatch):
+    from bt_core.artifacts import store as store_mod
+
+    def refuse(path):
+        raise AssertionError(f"hashed {path} again")
+
+    monkeypatch.setattr(store_mod, "sha256_file", refuse)
+
+
+def test_a_later_process_skips_hashing_an_unchanged_artifact(tmp_path, monkeypatch):
+    """The first verify hashes and records the files' identities in verified.jsonl; a later process
+    trusts them while they hold, and hashes again once anything changed."""
+    p = ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _build)
+    verify_dir(p)  # hashes, records
+    assert (tmp_path / "verified.jsonl").exists()
+    _new_process(monkeypatch)
+    with monkeypatch.context() as m:
+        _no_hashing(m)
+        verify_dir(p)  # trusted from the ledger: no hashing
+
+
+@pytest.mark.parametrize("change", ["same_size_edit_mtime_restored", "added_file", "replaced"])
+def test_a_change_after_verification_is_caught_by_a_later_process(tmp_path, monkeypatch, change):
+    import os
+
+    p = ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _build)
+    verify_dir(p)
+    f = p / "a.npy"
+    if change == "same_size_edit_mtime_restored":
+        st = f.stat()
+        f.chmod(0o644)
+        with open(f, "r+b") as fh:
+            fh.seek(-8, 2)
+            fh.write(b"\xff" * 8)
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime set back: ctime still moves
+        match = "does not match its manifest hash"
+    elif change == "added_file":
+        (p / "extra.txt").write_text("x")
+        match = "not listed in the manifest"
+    else:
+        data = f.read_bytes()
+        f.chmod(0o644)
+        f.unlink()
+        f.write_bytes(data[:-8] + b"\xff" * 8)
+        match = "does not match its manifest hash"
+    _new_process(monkeypatch)
+    with pytest.raises(ArtifactError, match=match):
+        verify_dir(p)
+
+
+def test_a_torn_ledger_line_is_ignored(tmp_path, monkeypatch):
+    p = ArtifactStore(tmp_path).get_or_build("x", "k1", {"c": 1}, _build)
+    verify_dir(p)
+    with open(tmp_path / "verified.jsonl", "a") as f:
+        f.write('{"dir": "' + str(p.resolve()) + '", "stamp": [[1, 2')  # a killed writer
+    _new_process(monkeypatch)
+    with monkeypatch.context() as m:
+        _no_hashing(m)
+        verify_dir(p)  # the whole earlier line still vouches for it

@@ -36,7 +36,7 @@ MARKER = "behaviortrace-cache.json"
 SCHEMA = "behaviortrace.cache"
 MARKER_VERSION = 1
 KNOWN_KINDS = ("runs", "sketches", "targets", "draws", "replays", "replaysets", "scores")
-ROOT_FILES = ("builds.jsonl", MARKER)  # the only files a cache root holds
+ROOT_FILES = ("builds.jsonl", "verified.jsonl", MARKER)  # the only files a cache root holds
 _KEY = re.compile(r"[0-9a-f]{16}")
 
 

@@ -201,6 +201,7 @@ class Targets:
         self.vectors = self.for_draw(0)
         self.norms = self.norms_for_draw(0)
         self._token: dict[int, object] = {}
+        self._examples: dict[tuple[int, str], dict[str, np.ndarray] | None] = {}
 
     def _draw_dir(self, draw: int) -> Path:
         if not 0 <= draw < self.n_draws:
@@ -224,17 +225,30 @@ class Targets:
         there)."""
         check_kind(kind)
         j = self.checkpoint_row(step)
-        d = self._draw_dir(draw) / f"examples_{kind}"
-        if not d.exists():
+        cols = self._example_columns(kind, draw)
+        if cols is None:
             return None
-        rows = np.flatnonzero(np.asarray(load_array(d / "ckpt.npy")) == j)
+        rows = np.flatnonzero(cols["ckpt"] == j)
         if rows.size == 0:
             return None
-        cols = {
-            f.name: np.asarray(load_array(d / f"{f.name}.npy"))[rows]
-            for f in fields(TargetExamples)
-        }
-        return TargetExamples(**cols)
+        return TargetExamples(**{f.name: cols[f.name][rows] for f in fields(TargetExamples)})
+
+    def _example_columns(self, kind: str, draw: int) -> dict[str, np.ndarray] | None:
+        """The stored example columns of (kind, draw), read once per object: a judging session asks
+        for them per problem and checkpoint (2,730 times in a warm default --estimator=cosine
+        session, each reading whole files), and they are small (token ids of the examples)."""
+        key = (draw, kind)
+        if key not in self._examples:
+            d = self._draw_dir(draw) / f"examples_{kind}"
+            self._examples[key] = (
+                {
+                    name: np.asarray(load_array(d / f"{name}.npy"))
+                    for name in ("ckpt", *(f.name for f in fields(TargetExamples)))
+                }
+                if d.exists()
+                else None
+            )
+        return self._examples[key]
 
     def token_level(self, draw: int = 0):
         """The stored token-level data of `draw` (`TokenLevel`)."""
