@@ -44,6 +44,8 @@ matrix per seed is shared by the estimator, every control and the surface baseli
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from bt_core.attribution.evidence import Evidence
@@ -71,6 +73,7 @@ TITLE = (
 )
 HEADLINE = "lift"  # figure compared against a baseline scorecard (--scorecard-compare)
 N_BOOT = 10_000  # paired cluster-bootstrap resamples (see the module docstring)
+_PACKAGE = Path(__file__).resolve().parent  # the checklist's source, in the kept arrays' key
 ALPHA = 0.05  # two-sided; the CI's lower bound of (estimator − control) must exceed 0
 LEVELS = ("rollout", "step")
 MARGIN = "Δ precision@|GT| over the control (paired bootstrap 95% CI)"
@@ -96,11 +99,21 @@ def _setup(evidence: Evidence, seed: int) -> dict:
 
 def _resampled(evidence: Evidence, seed: int, key: tuple, scores: np.ndarray) -> np.ndarray:
     s = _setup(evidence, seed)
-    return memo(
-        evidence,
-        ("magnitude-resampled", seed, *key),
-        lambda: precision_resamples(scores, s["labels"], s["inv"], s["counts"]),
-    )
+
+    def compute() -> np.ndarray:
+        return precision_resamples(scores, s["labels"], s["inv"], s["counts"])
+
+    if key[0] in ("control", "ceiling"):
+        # target-free rankings: the same in every session, so kept in the artifact cache (keyed by
+        # the seed's artifacts and the code of bt_core and of this package)
+        inner = compute
+
+        def compute() -> np.ndarray:
+            return evidence.kept_array(
+                seed, ("magnitude-resampled", *key, N_BOOT), inner, sources=(_PACKAGE,)
+            )
+
+    return memo(evidence, ("magnitude-resampled", seed, *key), compute)
 
 
 def _ceiling_boot(evidence: Evidence, seed: int, level: str) -> np.ndarray:

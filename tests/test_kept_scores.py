@@ -123,7 +123,9 @@ def test_the_ceiling_is_kept_across_sessions_and_never_replaces_judging(smoke_ar
         assert c1["ceiling"] == c2["ceiling"] and c1["ceiling_ci"] == c2["ceiling_ci"]
         # another setting is another key: computed again, not read back
         other = Evidence(
-            {0: smoke_artifacts[0]}, "smoke", store=store,
+            {0: smoke_artifacts[0]},
+            "smoke",
+            store=store,
             estimator_params={"metagrad": {"dtype": "float32"}},
         )
         try:
@@ -154,3 +156,31 @@ def test_without_a_store_or_for_a_plug_in_nothing_is_kept(smoke_artifacts, tmp_p
     finally:
         ev.close()
         bare.close()
+
+
+def test_magnitude_controls_bootstrap_is_kept_and_the_verdict_is_identical(
+    smoke_artifacts, tmp_path
+):
+    """The controls', the surface baseline's and the ceiling's resampled precision are computed in
+    the first session and read back in the second; the judged estimator's own are computed in both;
+    the item's figures are identical."""
+    from bt_core.attribution.catalog import get
+    from bt_core.attribution.evidence import Evidence
+    from checklist import magnitude_control
+
+    spec = get("dot")
+    store = ArtifactStore(tmp_path / "cache")
+    one = Evidence({0: smoke_artifacts[0]}, "smoke", store=store)
+    two = Evidence({0: smoke_artifacts[0]}, "smoke", store=store)
+    bare = Evidence({0: smoke_artifacts[0]}, "smoke")
+    try:
+        f1 = magnitude_control.evaluate_seed(spec, one, 0)
+        assert one.kept and set(one.kept.values()) == {"computed"}
+        f2 = magnitude_control.evaluate_seed(spec, two, 0)
+        assert two.kept.keys() == one.kept.keys() and set(two.kept.values()) == {"kept"}
+        assert not any("estimator" in k for k, _ in two.kept)  # the judged one is never kept
+        f0 = magnitude_control.evaluate_seed(spec, bare, 0)
+        assert repr(f1) == repr(f2) == repr(f0)
+    finally:
+        for ev in (one, two, bare):
+            ev.close()

@@ -169,9 +169,9 @@ _LEDGERS: dict[str, tuple[int, dict[str, tuple]]] = {}
 
 def _stamp(path: Path, files) -> tuple:
     """Identity of a verified directory: (inode, mtime, ctime, size) of the manifest, of every
-    listed file and of every directory of the artifact, in nanoseconds. Any later edit, truncation or replacement changes it (and ctime
-    cannot be set back by a user: `touch -r` or an edit that restores the mtime still moves it), so
-    the hashes are checked again."""
+    listed file and of every directory of the artifact, in nanoseconds. Any later edit,
+    truncation or replacement changes it (and ctime cannot be set back by a user: `touch -r` or an
+    edit that restores the mtime still moves it), so the hashes are checked again."""
     out = []
     try:
         # the directories too: a file added after the build changes its directory's mtime/ctime

@@ -315,6 +315,26 @@ class Evidence:
         self.kept[(spec.name, problem.name)] = "computed" if computed else "kept"
         return readonly(out)
 
+    def kept_array(self, seed: int, what: tuple, compute, sources: tuple = ()) -> np.ndarray:
+        """`compute()` (an array that depends only on the seed's artifacts and the code), kept in
+        the artifact cache under a key of the seed's artifacts, `what` (JSON-able parts naming the
+        quantity and its settings) and the fingerprint of bt_core's source and of each directory
+        in `sources` (`bt_core.attribution.kept`). Without a store: computed."""
+        from bt_core.attribution import kept
+
+        if self.store is None:
+            return compute()
+        key = kept.array_key(
+            self.artifacts[seed].keys,
+            (seed, *what),
+            kept.source_fingerprint(*(str(s) for s in sources)),
+        )
+        out, computed = kept.load_or_compute(
+            self.store, key, {"seed": seed, "what": list(what)}, compute
+        )
+        self.kept[(str(what), f"seed{seed}")] = "computed" if computed else "kept"
+        return readonly(out)
+
     def _compute(
         self, spec: EstimatorSpec, problem: AttributionProblem
     ) -> np.ndarray | EstimatorFailure:

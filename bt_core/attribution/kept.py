@@ -1,11 +1,16 @@
 """Kept scores: a built-in reference estimator's scores stored in the artifact cache, so a session
 that only *shows* them beside a verdict does not recompute them.
 
-The one user is the `counterfactual` item's ceiling, `metagrad`'s LDS on the judged subsets. Its
+The first user is the `counterfactual` item's ceiling, `metagrad`'s LDS on the judged subsets. Its
 scores on a default seed cost ~30 CPU-s (five seeds: most of a warm `--estimator=cosine` session,
 docs/performance.md), and before this every session recomputed them, whichever estimator it judged.
 They are a figure beside the verdict, never part of the rule, and never the judged estimator's own
 scores: a session that judges `metagrad` scores it afresh (`Evidence.scores`) like any method.
+
+The second is `magnitude_control`'s bootstrap of the target-free rankings (the controls, the surface
+baseline and the ceiling: 10 of the 12 resampled precision vectors per seed, the same in every
+session whatever estimator is judged), kept by `Evidence.kept_array` with the checklist's source in the
+fingerprint.
 
 What makes reuse safe (nothing from another config or another code is reused):
 - the key hashes the seed's artifact keys (the run and its replays: a rebuilt or different run,
@@ -30,14 +35,16 @@ import numpy as np
 KIND = "scores"
 
 
-@lru_cache(maxsize=1)
-def source_fingerprint() -> str:
-    """sha256 over every .py file of bt_core (relative path and bytes, sorted by path)."""
-    root = Path(__file__).resolve().parents[1]
+@lru_cache(maxsize=8)
+def source_fingerprint(*extra: str) -> str:
+    """sha256 over every .py file of bt_core and of each `extra` directory (a package the kept
+    quantity's code lives in, e.g. the checklist's): relative path and bytes, sorted by path."""
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*.py")):
-        h.update(str(p.relative_to(root)).encode() + b"\0")
-        h.update(p.read_bytes() + b"\0")
+    for root in (Path(__file__).resolve().parents[1], *(Path(e).resolve() for e in extra)):
+        h.update(root.name.encode() + b"\0")
+        for p in sorted(root.rglob("*.py")):
+            h.update(str(p.relative_to(root)).encode() + b"\0")
+            h.update(p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -53,6 +60,22 @@ def kept_key(artifact_keys: dict[str, str], name: str, params: dict, problem: st
         dict(sorted(params.items())),
         problem,
         source_fingerprint(),
+        {k: v.get(k) for k in ("torch", "numpy")},
+    )
+
+
+def array_key(artifact_keys: dict[str, str], what: tuple, fingerprint: str) -> str:
+    """The key of a kept array other than an estimator's scores (`Evidence.kept_array`)."""
+    from bt_core.artifacts.store import versions
+    from bt_core.config import config_hash
+
+    v = versions()
+    return config_hash(
+        dict(sorted(artifact_keys.items())),
+        KIND,
+        "array",
+        list(what),
+        fingerprint,
         {k: v.get(k) for k in ("torch", "numpy")},
     )
 
