@@ -9,8 +9,8 @@ scores: a session that judges `metagrad` scores it afresh (`Evidence.scores`) li
 
 The second is `magnitude_control`'s bootstrap of the target-free rankings (the controls, the surface
 baseline and the ceiling: 10 of the 12 resampled precision vectors per seed, the same in every
-session whatever estimator is judged), kept by `Evidence.kept_array` with the checklist's source in the
-fingerprint.
+session whatever estimator is judged), kept by `Evidence.kept_array` with the checklist's source in
+the fingerprint.
 
 What makes reuse safe (nothing from another config or another code is reused):
 - the key hashes the seed's artifact keys (the run and its replays: a rebuilt or different run,
