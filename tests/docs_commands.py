@@ -230,6 +230,15 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
             cwd="root",
         ),
     ),
+    "pytest benchmarks --scenario hidden_cause --bt-cache DIR": (
+        # collected here; the same suite at the smoke preset runs in the full tier (above): the
+        # default preset's cold build is 15 minutes on 2 cores
+        dry(),
+    ),
+    "python benchmarks/hidden_cause_figures.py --scale default --sketches --bt-cache DIR": (
+        # its options; the same script with --sketches runs at smoke in the full tier (above)
+        Run("python benchmarks/hidden_cause_figures.py --help", cwd="root", expect="--sketches"),
+    ),
     "behaviortrace train --scale smoke --scenario hidden_cause --seed 0 --out runs/hc0": (
         Elsewhere(
             "tests/test_hidden_cause.py::test_train_cli_writes_a_hidden_cause_run",

@@ -108,8 +108,11 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     # float64 full_f64 and the reweighted subsets), their index
     n_replays = 2 + cf.n_random + 1 + cf.n_lds + cf.n_local + 1 + cf.n_reweight
     n_builds = 3 + n_draws + n_replays + 1
-    assert len(keys) == len(set(keys)) == n_builds  # each built exactly once
+    assert len(keys) == len(set(keys))  # each built exactly once
     kinds = ("runs", "sketches", "targets", "draws", "replays", "replaysets")
+    assert sum(k in kinds for k, _ in keys) == n_builds
+    # and the kept target-free quantities (the ceiling's scores, the controls' bootstrap), once each
+    assert {k for k, _ in keys} - set(kinds) == {"scores"}
     # no tmp/partial debris
     assert not [p for k in kinds for p in (cache / k).iterdir() if p.name.startswith(".")]
     serial = pytester.runpytest_subprocess(
@@ -117,7 +120,7 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     )
     assert json.loads((pytester.path / "serial.json").read_text())["records"] == card["records"]
     # the serial run loaded, built nothing
-    assert (cache / "builds.jsonl").read_text().count("\n") == n_builds
+    assert (cache / "builds.jsonl").read_text().count("\n") == len(keys)
     serial.assert_outcomes(
         passed=outcomes.get("passed", 0),
         failed=outcomes.get("failed", 0),
@@ -210,7 +213,7 @@ def test_cache_clean_skips_what_another_process_is_building(cache, capsys):
             ["cache", "clean", "--kind", "model"],
             (
                 "--kind 'model' is unknown; choose one of draws, replays, replaysets, runs, "
-                "sketches, targets"
+                "scores, sketches, targets"
             ),
         ),
         (["cache", "info", "--bt-cache", "{file}"], "is a file, not a cache directory"),
