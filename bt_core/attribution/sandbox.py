@@ -127,6 +127,7 @@ class InProcess:
     ):
         self.scoring = Scoring("in-process", why)
         self._built: dict[tuple, object] = {}
+        self._params: dict[tuple, dict | None] = {}
 
     def build(self, spec: EstimatorSpec, params: dict):
         if spec.key not in self._built:
@@ -138,12 +139,18 @@ class InProcess:
         return call_score(lambda: self.build(spec, params), spec.factory, given)
 
     def params(self, spec: EstimatorSpec, params: dict) -> dict | None:
-        try:
-            own = getattr(self.build(spec, params), "params", None)
-        # a constructor that raises fails the items; the record shows what was asked
-        except Exception:
-            return None
-        return own if isinstance(own, dict) else None
+        if spec.key not in self._params:
+            try:
+                own = getattr(self.build(spec, params), "params", None)
+            # a constructor that raises fails the items; the record shows what was asked
+            except Exception:
+                own = None
+            self._params[spec.key] = own if isinstance(own, dict) else None
+        return self._params[spec.key]
+
+    def retire(self, spec: EstimatorSpec) -> bool:
+        """Drop `spec`'s built estimator (the session has nothing left for it to score)."""
+        return self._built.pop(spec.key, None) is not None
 
     def close(self) -> None:
         self._built.clear()
@@ -387,6 +394,17 @@ class Isolated:
             reply = self._worker(spec, params)[0].ask({"op": "params"})
             self._params[spec.key] = None if reply is None else reply.get("params")
         return self._params[spec.key]
+
+    def retire(self, spec: EstimatorSpec) -> bool:
+        """Stop `spec`'s worker: the session has no item left that scores it. Its scores stay
+        memoized in the judge (`Evidence`); were it asked to score again, a new worker would be
+        built. What it returned from `params` is kept. True if a worker was stopped."""
+        got = self._procs.pop(spec.key, None)
+        if got is None:
+            return False
+        got[0].close()
+        shutil.rmtree(got[1], ignore_errors=True)
+        return True
 
     def close(self) -> None:
         self._finalizer()
