@@ -320,6 +320,10 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         ),
     ),
     "python benchmarks/bench_replay.py --scale default": (Run(tier="full", cwd="root"),),
+    "behaviortrace bench-sketch --scale real --k 8192 --no-slow": (
+        # its options; the real model's wheel is an extra, and one run is two minutes at 9.6 GB
+        Run("behaviortrace bench-sketch --help", expect="--no-slow"),
+    ),
     "python benchmarks/bench_metagrad.py": (Run("{doc} --help", cwd="root", expect="--seeds"),),
     "python benchmarks/bench_suite.py --bt-cache .bt_cache": (
         Run("python benchmarks/bench_suite.py --help", cwd="root", expect="--bt-cache"),
