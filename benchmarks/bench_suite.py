@@ -158,7 +158,8 @@ def suite_cost(cache: str, suite: str, scale: str, out: Path) -> dict:
         "-p",
         "no:cacheprovider",
         f"--bt-cache={cache}",
-        "--bt-workers=1",
+        # the suite's own default build workers (one per core, at most one per seed): a cold
+        # measurement is of what `pytest benchmarks` does (with one worker it took twice as long)
         f"--scale={scale}",
         f"--scorecard={out / 'scorecard.json'}",
         *SUITES[suite],
