@@ -103,17 +103,17 @@ def _resampled(evidence: Evidence, seed: int, key: tuple, scores: np.ndarray) ->
     def compute() -> np.ndarray:
         return precision_resamples(scores, s["labels"], s["inv"], s["counts"])
 
-    if key[0] in ("control", "ceiling"):
-        # target-free rankings: the same in every session, so kept in the artifact cache (keyed by
-        # the seed's artifacts and the code of bt_core and of this package)
-        inner = compute
-
-        def compute() -> np.ndarray:
-            return evidence.kept_array(
-                seed, ("magnitude-resampled", *key, N_BOOT), inner, sources=(_PACKAGE,)
-            )
-
-    return memo(evidence, ("magnitude-resampled", seed, *key), compute)
+    if key[0] not in ("control", "ceiling"):  # the judged estimator's: computed every session
+        return memo(evidence, ("magnitude-resampled", seed, *key), compute)
+    # target-free rankings, the same in every session: kept in the artifact cache (keyed by the
+    # seed's artifacts and the code of bt_core and of this package)
+    return memo(
+        evidence,
+        ("magnitude-resampled", seed, *key),
+        lambda: evidence.kept_array(
+            seed, ("magnitude-resampled", *key, N_BOOT), compute, sources=(_PACKAGE,)
+        ),
+    )
 
 
 def _ceiling_boot(evidence: Evidence, seed: int, level: str) -> np.ndarray:

@@ -103,7 +103,7 @@ class Evidence:
         self._effects: dict[str, np.ndarray] = {}  # draw problem name → the causal label
         self._scores: dict[tuple, np.ndarray | EstimatorFailure] = {}
         self.store = store
-        # (estimator name, problem name) → "kept" (read from the cache) | "computed"
+        # str(what), "seed<i>" → "kept" (read from the cache) | "computed"
         self.kept: dict[tuple[str, str], str] = {}
         # estimator key → {problem name: {seed, seconds}}
         self._times: dict[tuple, dict[str, dict]] = {}
@@ -303,26 +303,18 @@ class Evidence:
 
     def kept_scores(self, spec: EstimatorSpec, problem: AttributionProblem) -> np.ndarray:
         """`scores(spec, problem)` for a figure shown beside a verdict (the counterfactual item's
-        ceiling), kept in the artifact cache under a key of the seed's artifacts, the estimator's
-        settings and bt_core's source (`bt_core.attribution.kept`). Scores this session already
-        computed are used (and kept); a plug-in's are never kept. Raises EstimatorFailure."""
-        from bt_core.attribution import kept
-
+        ceiling), kept like `kept_array` under the estimator's name and settings. Scores this
+        session already computed are used (and kept); a plug-in's are never kept (its code is not
+        ours to fingerprint). Raises EstimatorFailure."""
         memo = self._scores.get((spec.key, problem.name))
-        if self.store is None or spec.origin != "builtin" or isinstance(memo, EstimatorFailure):
+        if spec.origin != "builtin" or isinstance(memo, EstimatorFailure):
             return self.scores(spec, problem)
-        a = self.artifacts[problem.seed]
-        params = self.estimator_params.get(spec.name, {})
-        key = kept.kept_key(a.keys, spec.name, params, problem.name)
-        config = {"estimator": spec.name, "params": params, "problem": problem.name}
-        out, computed = kept.load_or_compute(
-            self.store,
-            key,
-            config,
+        params = dict(sorted(self.estimator_params.get(spec.name, {}).items()))
+        return self.kept_array(
+            problem.seed,
+            ("scores", spec.name, params, problem.name),
             lambda: memo if memo is not None else self.scores(spec, problem),
         )
-        self.kept[(spec.name, problem.name)] = "computed" if computed else "kept"
-        return readonly(out)
 
     def kept_array(self, seed: int, what: tuple, compute, sources: tuple = ()) -> np.ndarray:
         """`compute()` (an array that depends only on the seed's artifacts and the code), kept in
@@ -333,11 +325,8 @@ class Evidence:
 
         if self.store is None:
             return compute()
-        key = kept.array_key(
-            self.artifacts[seed].keys,
-            (seed, *what),
-            kept.source_fingerprint(*(str(s) for s in sources)),
-        )
+        fingerprint = kept.source_fingerprint(*(str(s) for s in sources))
+        key = kept.kept_key(self.artifacts[seed].keys, (seed, *what), fingerprint)
         out, computed = kept.load_or_compute(
             self.store, key, {"seed": seed, "what": list(what)}, compute
         )

@@ -48,7 +48,9 @@ def source_fingerprint(*extra: str) -> str:
     return h.hexdigest()
 
 
-def kept_key(artifact_keys: dict[str, str], name: str, params: dict, problem: str) -> str:
+def kept_key(artifact_keys: dict[str, str], what: tuple, fingerprint: str) -> str:
+    """The key of a kept quantity: the seed's artifact keys, `what` (JSON-able parts naming the
+    quantity and its settings), the source fingerprint and the torch and numpy versions."""
     from bt_core.artifacts.store import versions
     from bt_core.config import config_hash
 
@@ -56,24 +58,6 @@ def kept_key(artifact_keys: dict[str, str], name: str, params: dict, problem: st
     return config_hash(
         dict(sorted(artifact_keys.items())),
         KIND,
-        name,
-        dict(sorted(params.items())),
-        problem,
-        source_fingerprint(),
-        {k: v.get(k) for k in ("torch", "numpy")},
-    )
-
-
-def array_key(artifact_keys: dict[str, str], what: tuple, fingerprint: str) -> str:
-    """The key of a kept array other than an estimator's scores (`Evidence.kept_array`)."""
-    from bt_core.artifacts.store import versions
-    from bt_core.config import config_hash
-
-    v = versions()
-    return config_hash(
-        dict(sorted(artifact_keys.items())),
-        KIND,
-        "array",
         list(what),
         fingerprint,
         {k: v.get(k) for k in ("torch", "numpy")},
