@@ -217,6 +217,7 @@ def _cmd_bench_sketch(args) -> int:
     )
     print()
     print(tabulate(list(res["ratios"].items()), headers=["ratio", "value"]))
+    print(f"\nCountSketch scatter: {res['scatter_kernel']} (bt_core/gradients/scatter.py)")
     if res.get("dense_extrapolated_from_coords"):
         print(
             "\ndense and traker: projection timed on the first "

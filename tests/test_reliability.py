@@ -24,8 +24,7 @@ from bt_core.artifacts.store import (
     sha256_file,
     verify_dir,
 )
-from bt_core.config import config_hash
-from bt_core.pipeline import build_run, build_seed, build_sketches, run_key
+from bt_core.pipeline import build_run, build_seed, build_sketches, run_key, sketch_key
 from bt_core.training.checkpoints import TrainedRun as Run
 
 N_SETUP, N_ITEMS = len(SETUP_ITEMS), len(ESTIMATOR_ITEMS)
@@ -148,7 +147,7 @@ def test_sketching_killed_leaves_nothing_and_restarts_to_the_same_bytes(
     s = smoke_scale
     proc = _attempt(forkserver, build_seed, ArtifactStore(tmp_path), cfg, s.sketch, s.draws)
     _killed(proc, sk_dir, ".*.tmp-*/emb.npy")  # mid-sketch
-    key = config_hash(run_key(cfg), smoke_scale.sketch)
+    key = sketch_key(cfg, smoke_scale.sketch)
     assert not (sk_dir / key).exists() and list(sk_dir.glob(f".{key}.tmp-*"))
     run = Run(tmp_path / "runs" / run_key(cfg))
     k2, path = build_sketches(ArtifactStore(tmp_path), run, cfg, smoke_scale.sketch)

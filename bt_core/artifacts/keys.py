@@ -27,6 +27,11 @@ RUN_VERSION = 2
 # (`task_hidden.carrier_tags`); a run built with the public carrier tags of version 1 is never
 # reused, nor anything built from it.
 HIDDEN_CAUSE_VERSION = 2
+# The sketch stage's definition version, in the sketches' key: 2 accumulates each rollout's exact
+# gradient norm in float64 over its float32 coordinates, in the projector's one pass
+# (`bt_core.gradients.scatter`); version 1 summed per-parameter float32 norms. The embeddings are
+# the same bits; the norms differ in the last float32 digits, so a version-1 sketch is never reused.
+SKETCH_VERSION = 2
 
 
 def run_key(cfg: RunConfig) -> str:
@@ -44,7 +49,7 @@ def run_key(cfg: RunConfig) -> str:
 
 
 def sketch_key(cfg: RunConfig, sketch: SketchConfig) -> str:
-    return config_hash(run_key(cfg), sketch)
+    return config_hash(run_key(cfg), sketch, "sketch", SKETCH_VERSION)
 
 
 def replay_key(run_k: str, identity: dict, measure: dict) -> str:

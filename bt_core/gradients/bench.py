@@ -39,6 +39,7 @@ import torch
 
 from bt_core.gradients.pergrad import HookGrads, LoopGrads, VmapGrads, n_params
 from bt_core.gradients.projectors import CountSketch, DenseProjector
+from bt_core.gradients.scatter import kernel_for
 from bt_core.training.objective import Batch
 
 
@@ -203,6 +204,8 @@ def bench_sketch(
         "workload": run_dir or f"{scale}-scale model (seeded init or as shipped), sampled replies",
         "dense_extrapolated_from_coords": m if sliced else None,
         "traker_installed": tp is not None,
+        # the CountSketch path a batch of this size takes (bt_core.gradients.scatter)
+        "scatter_kernel": kernel_for(batch_size, batch_size * n),
     }
 
 

@@ -28,6 +28,8 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from bt_core.gradients.scatter import signed_scatter_add
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 # (16,000 rollouts × 262,144 × 4 bytes ≈ 17 GB of embeddings: the practical limit)
 EXACT_MAX_PARAMS = 1 << 18
@@ -60,6 +62,12 @@ class Projector(Protocol):
         Coordinates that appear in no block count as zero."""
         ...
 
+    def project_blocks_with_norms(
+        self, blocks: Blocks, batch: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`project_blocks` and Σ over blocks of each row's squared values, (batch,) float64."""
+        ...
+
 
 class _Base:
     name = "base"
@@ -75,6 +83,20 @@ class _Base:
         flat2 = flat.reshape(-1, self.n_params)
         return self.project_blocks([(0, flat2)], flat2.shape[0]).reshape(*flat.shape[:-1], self.k)
 
+    def project_blocks_with_norms(
+        self, blocks: Blocks, batch: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`project_blocks` and the squared norms of the whole gradients, (batch,) float64, from
+        the same single pass over the blocks (which may be a one-pass iterator)."""
+        norm2 = torch.zeros(batch, dtype=torch.float64)
+
+        def tap():
+            for off, blk in blocks:
+                norm2.add_(blk.reshape(batch, -1).double().square().sum(1))
+                yield off, blk
+
+        return self.project_blocks(tap(), batch), norm2
+
     def _check_block(self, off: int, blk: torch.Tensor) -> torch.Tensor:
         blk = blk.reshape(blk.shape[0], -1)
         if off < 0 or off + blk.shape[1] > self.n_params:
@@ -87,7 +109,7 @@ class _Base:
 class CountSketch(_Base):
     """CountSketch of the whole gradient, keyed by `seed`; the hash is built in chunks of
     coordinates.
-    Blocks are scatter-added (`index_add_` along the k axis) after multiplying by their signs."""
+    Blocks are scatter-added with their signs in one pass (`bt_core.gradients.scatter`)."""
 
     name = "countsketch"
 
@@ -106,12 +128,18 @@ class CountSketch(_Base):
         self.signs = torch.cat(signs) if signs else torch.zeros(0)
 
     def project_blocks(self, blocks: Blocks, batch: int) -> torch.Tensor:
+        return self.project_blocks_with_norms(blocks, batch)[0]
+
+    def project_blocks_with_norms(
+        self, blocks: Blocks, batch: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         out = torch.zeros(batch, self.k, dtype=torch.float32)
+        norm2 = torch.zeros(batch, dtype=torch.float64)
         for off, blk in blocks:
             blk = self._check_block(off, blk)
             sl = slice(off, off + blk.shape[1])
-            out.index_add_(1, self.buckets[sl], blk * self.signs[sl])
-        return out
+            signed_scatter_add(out, norm2, blk, self.buckets[sl], self.signs[sl])
+        return out, norm2
 
 
 class DenseProjector(_Base):

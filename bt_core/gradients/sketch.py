@@ -16,6 +16,7 @@ n_params) matrix is never assembled; no per-rollout backward loop in the hot pat
 from __future__ import annotations
 
 import json
+import mmap
 import time
 from pathlib import Path
 
@@ -50,16 +51,8 @@ def embed_batch(
     per-example block goes straight into the projector (the (B, n_params) matrix is never
     assembled)."""
     blocks, ell = engine.blocks(model, batch)
-    norm2 = torch.zeros(len(batch), dtype=torch.float64)
-
-    # one pass: exact norms on the way into the projector (blocks may be a lazy iterator)
-    def tap():
-        nonlocal norm2
-        for off, blk in blocks:
-            norm2 += torch.linalg.vector_norm(blk.reshape(len(batch), -1), dim=1).double() ** 2
-            yield off, blk
-
-    emb = proj.project_blocks(tap(), len(batch))
+    # one pass: exact norms (float64 sums of squares) on the way into the projector
+    emb, norm2 = proj.project_blocks_with_norms(blocks, len(batch))
     return emb, norm2.sqrt().float(), ell
 
 
@@ -176,6 +169,7 @@ def sketch_segments(
         replay.append({"from": c, "to": c_next, "max_abs_diff": diff})
         # the next segment starts from the stored checkpoint, not the replayed parameters
         model = stored
+        release_pages(emb)
     bar.close()
     return {
         "rows": (lo, hi),
@@ -236,6 +230,18 @@ def write_sketches(
         },
         "timings": timings,
     }
+
+
+def release_pages(arr: np.ndarray) -> None:
+    """Drop a memory-mapped array's pages from this process's resident set (`MADV_DONTNEED`). The
+    map is shared with its file, so what was written stays in the page cache and reaches the file;
+    a later read maps it back. The sketch stage writes each rollout's row once, in order: without
+    this, every written row (512 MB of embeddings per default seed) stays resident until the map
+    closes, and two seeds sketched side by side held 1 GB between them. A plain array is left
+    alone."""
+    mm = getattr(arr, "_mmap", None)
+    if isinstance(arr, np.memmap) and mm is not None and hasattr(mm, "madvise"):
+        mm.madvise(mmap.MADV_DONTNEED)
 
 
 def open_emb(path: Path, n: int, k: int) -> np.ndarray:
