@@ -462,7 +462,11 @@ def _smoke() -> Scale:
         # 3 draws (not 2): draw_variance's t interval over draws has 2 degrees of freedom, not 1
         # (t = 4.3, not 12.7)
         draws=DrawConfig(n_draws=3, group_size=6),
-        seeds=(0, 1, 2),
+        # not seed 1: under the pinned key of the tests its run peaks at a sampled rate of 0.775 on
+        # an AVX2 CPU (torch's kernels round differently there than with AVX-512), below the 0.8
+        # that makes a checkpoint saturated, so every draw item was invalid-setup; seeds 0, 2 and 5
+        # reach 0.94–0.98 (docs/sandbox.md#limits)
+        seeds=(0, 2, 5),
         # smaller M: smoke checks that both counterfactual items run end to end, not their power
         counterfactual=CounterfactualConfig(n_random=4, n_lds=24, n_local=24, n_reweight=24),
     )

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-SMOKE_SEEDS = (0, 1, 2)
+SMOKE_SEEDS = (0, 2, 5)  # the smoke preset's (bt_core/config.py says why not 1)
 # The contaminator's key of every run this test session builds, pinned so that the meta-tests'
 # expected verdicts are those of one reproducible build, as the seeds are: the key the smoke preset
 # was tuned with and every expectation was measured under (the public key b"behaviortrace" before
