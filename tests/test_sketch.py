@@ -2,6 +2,7 @@
 benchmark."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -293,3 +294,28 @@ def test_bench_sketch_times_dense_projections_on_a_slice_of_a_big_model(monkeypa
     assert res["dense"] > 0 and res["countsketch"] > 0 and res["vmap_backward"] is None
     whole = bench.bench_sketch(k=128, batch_size=4, n_batches=1, repeats=1)
     assert whole["dense_extrapolated_from_coords"] is None and whole["vmap_backward"] > 0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmRSS (Linux)")
+def test_release_pages_drops_written_rows_from_the_resident_set_and_keeps_them(tmp_path):
+    """The sketch stage writes each embedding row once; releasing the map's pages after a segment
+    keeps the process's resident set flat, and every row is still in the file."""
+    from bt_core.gradients.sketch import open_emb, release_pages
+
+    def rss_mib() -> float:
+        with open("/proc/self/status") as f:
+            line = next(x for x in f if x.startswith("VmRSS"))
+        return int(line.split()[1]) / 1024
+
+    emb = open_emb(tmp_path / "emb.npy", 4096, 4096)  # 64 MiB
+    base = rss_mib()
+    emb[:] = np.arange(4096, dtype=np.float32)[:, None]
+    written = rss_mib()
+    release_pages(emb)
+    released = rss_mib()
+    emb.flush()
+    del emb
+    assert written - base > 48 and written - released > 48, (base, written, released)
+    back = np.load(tmp_path / "emb.npy", mmap_mode="r")
+    assert back[0, 0] == 0 and back[4095, 17] == 4095 and back[2000, 4095] == 2000
+    release_pages(np.zeros(3))  # a plain array is left alone
