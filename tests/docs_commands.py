@@ -329,6 +329,12 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run("python benchmarks/bench_suite.py --help", cwd="root", expect="--bt-cache"),
         Run(tier="full", cwd="root"),
     ),
+    "python benchmarks/bench_suite.py --bt-cache .bt_cache --suite all --cold": (
+        # a cold build of every built-in (half an hour on 2 cores): its options here, the run itself
+        # in the full tier
+        Run("python benchmarks/bench_suite.py --help", cwd="root", expect="--cold"),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_sandbox.py --scale smoke": (
         Run("python benchmarks/bench_sandbox.py --help", cwd="root", expect="--scale"),
     ),
