@@ -212,9 +212,12 @@ def test_fused_kernel_is_bit_identical_to_torch_index_add(b, n, k, seed, cut):
     with pytest.MonkeyPatch.context() as m:
         m.setattr(scatter, "KERNEL", "numba")
         fused, n_fused = cs.project_blocks_with_norms(blocks, b)
+        bare_fused = cs.project_blocks(blocks, b)  # without norms: the same sketch
         m.setattr(scatter, "KERNEL", "torch")
         plain, n_plain = cs.project_blocks_with_norms(blocks, b)
-    assert torch.equal(fused, plain)
+        bare_plain = cs.project_blocks(blocks, b)
+    assert torch.equal(fused, plain) and torch.equal(bare_fused, fused)
+    assert torch.equal(bare_plain, plain)
     exact = (g.double() ** 2).sum(1)
     assert torch.allclose(n_fused, exact, rtol=1e-12, atol=0)
     assert torch.allclose(n_plain, exact, rtol=1e-12, atol=0)

@@ -128,18 +128,21 @@ class CountSketch(_Base):
         self.signs = torch.cat(signs) if signs else torch.zeros(0)
 
     def project_blocks(self, blocks: Blocks, batch: int) -> torch.Tensor:
-        return self.project_blocks_with_norms(blocks, batch)[0]
+        return self._project(blocks, batch, None)
 
     def project_blocks_with_norms(
         self, blocks: Blocks, batch: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        out = torch.zeros(batch, self.k, dtype=torch.float32)
         norm2 = torch.zeros(batch, dtype=torch.float64)
+        return self._project(blocks, batch, norm2), norm2
+
+    def _project(self, blocks: Blocks, batch: int, norm2: torch.Tensor | None) -> torch.Tensor:
+        out = torch.zeros(batch, self.k, dtype=torch.float32)
         for off, blk in blocks:
             blk = self._check_block(off, blk)
             sl = slice(off, off + blk.shape[1])
             signed_scatter_add(out, norm2, blk, self.buckets[sl], self.signs[sl])
-        return out, norm2
+        return out
 
 
 class DenseProjector(_Base):

@@ -87,23 +87,26 @@ def kernel_for(rows: int, elems: int) -> str:
 
 def signed_scatter_add(
     out: torch.Tensor,
-    norm2: torch.Tensor,
+    norm2: torch.Tensor | None,
     src: torch.Tensor,
     buckets: torch.Tensor,
     signs: torch.Tensor,
 ) -> None:
-    """out (B, k) float32 += Σ_i sign[i] · src[:, i] into column bucket[i], and norm2 (B,) float64
-    += Σ_i src[:, i]²; src (B, m) float32, buckets (m,) int64, signs (m,) float32 of ±1. In
-    place."""
+    """out (B, k) float32 += Σ_i sign[i] · src[:, i] into column bucket[i], and, unless norm2 is
+    None, norm2 (B,) float64 += Σ_i src[:, i]²; src (B, m) float32, buckets (m,) int64, signs (m,)
+    float32 of ±1. In place. Without norm2 the torch path skips the squares (the loop's cost for
+    them is a few percent, so it keeps them in a scratch row)."""
     path = kernel_for(src.shape[0], src.numel())
-    if path == "numba" and out.is_contiguous() and norm2.is_contiguous():
+    if path == "numba" and out.is_contiguous() and (norm2 is None or norm2.is_contiguous()):
+        sums = norm2 if norm2 is not None else torch.zeros(src.shape[0], dtype=torch.float64)
         compiled_loop()(
             out.numpy(),
-            norm2.numpy(),
+            sums.numpy(),
             np.ascontiguousarray(src.detach().numpy()),
             buckets.numpy(),
             signs.numpy(),
         )
     else:
         out.index_add_(1, buckets, src * signs)
-        norm2 += src.double().square().sum(1)
+        if norm2 is not None:
+            norm2 += src.double().square().sum(1)
