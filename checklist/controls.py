@@ -59,7 +59,7 @@ import numpy as np
 
 from bt_core.artifacts.rollouts import behavior_in_replies
 from bt_core.attribution.evidence import Evidence
-from bt_core.attribution.problem import AttributionProblem
+from bt_core.attribution.problem import AttributionProblem, row_norms
 
 from ._memo import memo
 
@@ -77,7 +77,7 @@ def _per_step(problem_step: AttributionProblem, rollout_values: np.ndarray) -> n
 
 def _rollout_norm(p: AttributionProblem) -> np.ndarray:
     """‖e‖ per rollout (the unweighted sketch norm)."""
-    return np.sqrt(np.einsum("ij,ij->i", p.emb, p.emb, dtype=np.float64))
+    return row_norms(p.emb)
 
 
 @dataclass(frozen=True)

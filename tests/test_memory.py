@@ -95,3 +95,31 @@ def test_release_leaves_a_writable_map_alone(tmp_path):
     m[:] = 1.0
     assert release(m) == 0  # its unwritten pages would be lost, so it is not advised
     assert float(m.sum()) == 64.0
+
+
+def test_row_norms_are_computed_once_per_read_only_array(mapped, monkeypatch):
+    """A session asked for the same stream sketches' norms three times per seed; they are computed
+    once per read-only array, equal the direct sum bit for bit, and a writable array is never
+    memoized (its rows can change)."""
+    from bt_core.attribution import problem as problem_mod
+
+    want = np.sqrt(np.einsum("ij,ij->i", mapped, mapped, dtype=np.float64))
+    calls = []
+    real = np.einsum
+    monkeypatch.setattr(
+        problem_mod.np, "einsum", lambda *a, **k: calls.append(1) or real(*a, **k), raising=True
+    )
+    a = problem_mod.row_norms(mapped)
+    b = problem_mod.row_norms(mapped)
+    assert a is b and len(calls) == 1 and a.tobytes() == want.tobytes()
+    assert not a.flags.writeable
+    w = np.array(mapped[:8])  # writable
+    first = problem_mod.row_norms(w)
+    w[0] *= 2
+    again = problem_mod.row_norms(w)
+    assert again[0] == pytest.approx(2 * first[0]) and len(calls) == 3
+    other = readonly(np.array(mapped[:8]))
+    problem_mod.row_norms(other)
+    key = id(other)
+    del other
+    assert key not in problem_mod._ROW_NORMS  # forgotten with its array

@@ -305,3 +305,40 @@ def test_records_of_an_unsandboxed_session_say_so(smoke_artifacts):
         ev.close()
     assert rec["scoring"]["mode"] == "unsandboxed" and rec["unsandboxed"] == "unsandboxed"
     assert spec_record(get("oracle"), ev)["scoring"]["mode"] == "in-process"
+
+
+def test_a_scoring_session_leaves_its_artifacts_trusted_by_the_next(
+    smoke_artifacts, smoke_cache, monkeypatch
+):
+    """The scratch hard-links the cache's sketches, token ids and checkpoints (tracincp loads
+    them), and linking and unlinking move their ctime; once the scratch is removed the session
+    re-stamps them, so the next process reads the cache without hashing it again (a warm default
+    session hashed 2,060 files, ~3 s, before this)."""
+    from bt_core.artifacts import store as store_mod
+    from bt_core.artifacts.store import MANIFEST, verify_dir
+    from bt_core.attribution.evidence import Evidence
+
+    dirs = sorted(p.parent for p in Path(smoke_cache).glob(f"*/*/{MANIFEST}"))
+    monkeypatch.setattr(store_mod, "_VERIFIED", {})
+    monkeypatch.setattr(store_mod, "_LEDGERS", {})
+    for d in dirs:
+        verify_dir(d)  # this "session" checks them now
+    there = Evidence(smoke_artifacts, "smoke")
+    seed = there.seeds[0]
+    try:
+        for name in ("cosine", "tracincp"):
+            there.scores(get(name), there.stream_problem(seed))
+            there.scores(get(name), there.draw_problem(seed, 0))
+        linked = set(there.scorer._linked)
+    finally:
+        there.close()
+    assert any(".npy" in p.name for p in linked) and any("safetensors" in p.name for p in linked)
+    monkeypatch.setattr(store_mod, "_VERIFIED", {})
+    monkeypatch.setattr(store_mod, "_LEDGERS", {})
+
+    def refuse(path):
+        raise AssertionError(f"hashed {path} again")
+
+    monkeypatch.setattr(store_mod, "sha256_file", refuse)
+    for d in dirs:
+        verify_dir(d)

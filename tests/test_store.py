@@ -279,3 +279,78 @@ def test_a_torn_ledger_line_is_ignored(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         _no_hashing(m)
         verify_dir(p)  # the whole earlier line still vouches for it
+
+
+def _link_and_unlink(src, where):
+    """What a judging session does to a cache file: hard-link it into a scratch directory, then
+    remove the scratch (both move the file's ctime)."""
+    import os
+    import time
+
+    where.mkdir()
+    time.sleep(0.01)  # a later ctime than the verification's, whatever the clock's resolution
+    os.link(src, where / src.name)
+    (where / src.name).unlink()
+
+
+def test_links_made_and_removed_by_a_session_are_restamped(tmp_path, monkeypatch):
+    """Linking a file into a scratch directory and removing the link moves its ctime, so the ledger
+    no longer vouches for the artifact; `restamp_after_links` records it again and a later process
+    does not hash it."""
+    from bt_core.artifacts import store as store_mod
+
+    cache = tmp_path / "cache"
+    p = ArtifactStore(cache).get_or_build("x", "k1", {"c": 1}, _build)
+    verify_dir(p)
+    _link_and_unlink(p / "a.npy", tmp_path / "scratch")
+    _new_process(monkeypatch)
+    with monkeypatch.context() as m:  # without the re-stamp the next process hashes it again
+        _no_hashing(m)
+        with pytest.raises(AssertionError, match="hashed"):
+            verify_dir(p)
+    _new_process(monkeypatch)
+    verify_dir(p)  # this "session" verified it
+    _link_and_unlink(p / "a.npy", tmp_path / "scratch2")
+    assert store_mod.restamp_after_links([p / "a.npy"]) == 1
+    _new_process(monkeypatch)
+    with monkeypatch.context() as m:
+        _no_hashing(m)
+        verify_dir(p)  # trusted from the ledger
+
+
+@pytest.mark.parametrize("change", ["edited", "added_file", "unlinked_file_touched"])
+def test_restamping_never_vouches_for_a_change(tmp_path, monkeypatch, change):
+    """Only a ctime move of a linked file is accepted: an edit of it (its size or mtime moves), a
+    file added to the artifact, or a change to a file that was not linked is left to be hashed (and
+    refused) by the next reader."""
+    import os
+
+    from bt_core.artifacts import store as store_mod
+
+    def build(d):
+        _build(d)
+        save_array(d / "b.npy", np.arange(5))
+
+    cache = tmp_path / "cache"
+    p = ArtifactStore(cache).get_or_build("x", "k1", {"c": 1}, build)
+    verify_dir(p)
+    f = p / "a.npy"
+    _link_and_unlink(f, tmp_path / "scratch")
+    if change == "edited":
+        f.chmod(0o644)
+        with open(f, "ab") as fh:
+            fh.write(b"\0" * 8)
+    elif change == "added_file":
+        (p / "extra.txt").write_text("x")
+    else:
+        g = p / "b.npy"
+        st = g.stat()
+        g.chmod(0o644)
+        with open(g, "r+b") as fh:
+            fh.seek(-8, 2)
+            fh.write(b"\xff" * 8)
+        os.utime(g, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime set back: ctime moved
+    assert store_mod.restamp_after_links([f]) == 0
+    _new_process(monkeypatch)
+    with pytest.raises(ArtifactError):
+        verify_dir(p)

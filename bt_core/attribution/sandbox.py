@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bt_core.artifacts.store import restamp_after_links
 from bt_core.attribution.outcome import Outcome, call_score
 from bt_core.attribution.problem import AttributionProblem
 from bt_core.attribution.registry import EstimatorSpec
@@ -277,8 +278,10 @@ class Isolated:
         self._procs: dict[tuple, tuple[_Proc, Path]] = {}
         self._params: dict[tuple, dict | None] = {}
         self._n = 0
+        # cache files hard-linked into the scratch (re-stamped once the scratch is removed)
+        self._linked: set[Path] = set()
         # also at interpreter exit
-        self._finalizer = weakref.finalize(self, _shut, self._procs, self.root)
+        self._finalizer = weakref.finalize(self, _shut, self._procs, self.root, self._linked)
         system = [Path(sys.prefix), Path(sys.base_prefix), *_package_dirs(), self.root]
         held = [str(p) for p in system if _inside(p, self.forbidden)]
         if held:
@@ -292,7 +295,7 @@ class Isolated:
         if problem.name not in self._written:
             name = problem.name.replace("/", "__") or f"problem{len(self._written)}"
             try:
-                write_problem(problem, self.problems / name)
+                write_problem(problem, self.problems / name, self._linked)
                 self._written[problem.name] = name
             except ScratchError as e:
                 self._written[problem.name] = e
@@ -410,12 +413,17 @@ class Isolated:
         self._finalizer()
 
 
-def _shut(procs: dict, root: Path) -> None:
-    """Stop the workers, remove the scratch directory."""
+def _shut(procs: dict, root: Path, linked: set | None = None) -> None:
+    """Stop the workers, remove the scratch directory; then re-stamp the cache files that were
+    linked into it (removing a link moves a file's ctime, which would make the next session hash
+    their artifacts again: `restamp_after_links`)."""
     for proc, _ in procs.values():
         proc.close()
     procs.clear()
     shutil.rmtree(root, ignore_errors=True)
+    if linked:
+        restamp_after_links(sorted(linked))
+        linked.clear()
 
 
 def make_scorer(mode: str, forbidden: list[Path]):

@@ -50,12 +50,16 @@ class ScratchError(RuntimeError):
     """A problem field that cannot be handed to a worker process (an unpicklable callable)."""
 
 
-def _link_or_copy(src: Path, dst: Path) -> None:
+def _link_or_copy(src: Path, dst: Path, linked: set | None = None) -> None:
+    """Hard-link `src` at `dst` (adding `src` to `linked`), or copy it where links fail."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(src, dst)
     except OSError:  # another file system, or links not allowed: one copy per session
         shutil.copyfile(src, dst)
+    else:
+        if linked is not None:
+            linked.add(Path(src))
 
 
 def _whole_file(a: np.ndarray) -> Path | None:
@@ -77,10 +81,10 @@ def _whole_file(a: np.ndarray) -> Path | None:
     return Path(name) if same else None
 
 
-def _put_array(a, dst: Path) -> None:
+def _put_array(a, dst: Path, linked: set | None = None) -> None:
     src = _whole_file(a)
     if src is not None:
-        _link_or_copy(src, dst)
+        _link_or_copy(src, dst, linked)
     else:
         dst.parent.mkdir(parents=True, exist_ok=True)
         np.save(dst, np.ascontiguousarray(np.asarray(a)), allow_pickle=False)
@@ -94,7 +98,7 @@ def _examples(problem: AttributionProblem) -> dict | None:
     return {(k, int(s)): fn(k, int(s)) for k in problem.targets for s in problem.checkpoint_steps}
 
 
-def _relocated(loader, d: Path):
+def _relocated(loader, d: Path, linked: set | None = None):
     """`loader` with its checkpoint files linked under ``d/ckpt`` and named relative to `d`."""
     if loader is None:
         return None
@@ -104,7 +108,7 @@ def _relocated(loader, d: Path):
     def move(p: Path) -> Path:
         rel = Path("ckpt") / Path(p).name
         if not (d / rel).exists():
-            _link_or_copy(Path(p), d / rel)
+            _link_or_copy(Path(p), d / rel, linked)
         return rel
 
     return loader.with_files(move)
@@ -122,25 +126,27 @@ def _picklable(obj, what: str):
     return obj
 
 
-def write_problem(problem: AttributionProblem, d: Path) -> None:
-    """Write the label-free fields of `problem` into the empty directory `d` (see the module)."""
+def write_problem(problem: AttributionProblem, d: Path, linked: set | None = None) -> None:
+    """Write the label-free fields of `problem` into the empty directory `d` (see the module).
+    Every source file hard-linked into it is added to `linked` (the caller re-stamps them in the
+    cache's ledger once the links are gone: `bt_core.artifacts.store.restamp_after_links`)."""
     d = Path(d)
     d.mkdir(parents=True, exist_ok=True)
     for name in ARRAY_FIELDS:
-        _put_array(getattr(problem, name), d / "arrays" / f"{name}.npy")
+        _put_array(getattr(problem, name), d / "arrays" / f"{name}.npy", linked)
     for kind, t in problem.targets.items():
-        _put_array(t, d / "targets" / f"{kind}.npy")
+        _put_array(t, d / "targets" / f"{kind}.npy", linked)
     view = problem.rollouts
     if view is not None:
         for f in fields(view):
-            _put_array(getattr(view, f.name), d / "rollouts" / f"{f.name}.npy")
+            _put_array(getattr(view, f.name), d / "rollouts" / f"{f.name}.npy", linked)
     meta = {name: _picklable(getattr(problem, name), f"problem field {name!r}") for name in PICKLED}
     meta.update(
         extra=dict(problem.extra),
         targets=list(problem.targets),
         examples=_examples(problem),
         rollouts=None if view is None else type(view),
-        **{name: _relocated(getattr(problem, name), d) for name in LOADERS},
+        **{name: _relocated(getattr(problem, name), d, linked) for name in LOADERS},
     )
     (d / "meta.pkl").write_bytes(pickle.dumps(meta))
 
