@@ -10,6 +10,7 @@ import pytest
 
 from bt_core.artifacts.store import ArtifactError, ArtifactStore
 from bt_core.attribution import kept
+from bt_core.attribution.problem import row_norms
 
 KEYS = {"run": "a" * 16, "replays": "b" * 16}
 
@@ -93,6 +94,11 @@ def test_a_failure_keeps_nothing_and_a_damaged_file_is_an_artifact_error(tmp_pat
         kept.load_or_compute(store, "e" * 16, {}, lambda: np.arange(5.0))
 
 
+def _kept(evidence, what: str) -> list[str]:
+    """ "kept" / "computed" of each quantity named `what` the session asked for."""
+    return [v for (k, _), v in evidence.kept.items() if k.startswith(f"('{what}'")]
+
+
 def test_the_ceiling_is_kept_across_sessions_and_never_replaces_judging(smoke_artifacts, tmp_path):
     """Session 1 computes metagrad's stream scores for the ceiling and keeps them; session 2 reads
     them back bitwise without scoring metagrad; judging metagrad itself in session 2 still scores
@@ -108,10 +114,15 @@ def test_the_ceiling_is_kept_across_sessions_and_never_replaces_judging(smoke_ar
     try:
         p1 = one.stream_problem(0)
         s1 = one.kept_scores(spec, p1)
-        assert list(one.kept.values()) == ["computed"]
+        assert _kept(one, "scores") == ["computed"]
+        assert _kept(one, "row_norms") == ["computed"]  # the controls' ‖e‖ (stream_problem)
         p2 = two.stream_problem(0)
         s2 = two.kept_scores(spec, p2)
-        assert list(two.kept.values()) == ["kept"] and two.kept.keys() == one.kept.keys()
+        assert _kept(two, "scores") == ["kept"] and two.kept.keys() == one.kept.keys()
+        assert _kept(two, "row_norms") == ["kept"]
+        np.testing.assert_array_equal(  # read back bitwise: what the session would compute
+            row_norms(p2.emb), np.sqrt(np.einsum("ij,ij->i", p2.emb, p2.emb, dtype=np.float64))
+        )
         assert two.scoring_times(spec) == {}  # read back, not scored
         np.testing.assert_array_equal(s1, s2)
         assert not s2.flags.writeable
@@ -130,7 +141,7 @@ def test_the_ceiling_is_kept_across_sessions_and_never_replaces_judging(smoke_ar
         )
         try:
             other.kept_scores(spec, other.stream_problem(0))
-            assert list(other.kept.values()) == ["computed"]
+            assert _kept(other, "scores") == ["computed"]
         finally:
             other.close()
     finally:
@@ -151,8 +162,11 @@ def test_without_a_store_or_for_a_plug_in_nothing_is_kept(smoke_artifacts, tmp_p
     try:
         ev.kept_scores(spec, ev.stream_problem(0))
         bare.kept_scores(get("cosine"), bare.stream_problem(0))
-        assert ev.kept == {} and bare.kept == {}
-        assert not (tmp_path / "cache" / kept.KIND).exists()
+        # the plug-in's scores are not kept; only the judge's own ‖e‖ of the sketches is
+        assert _kept(ev, "scores") == [] and list(ev.kept.values()) == ["computed"]
+        assert bare.kept == {}
+        held = [p.parent for p in (tmp_path / "cache" / kept.KIND).glob("*/manifest.json")]
+        assert len(held) == 1
     finally:
         ev.close()
         bare.close()

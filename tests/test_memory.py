@@ -123,3 +123,19 @@ def test_row_norms_are_computed_once_per_read_only_array(mapped, monkeypatch):
     key = id(other)
     del other
     assert key not in problem_mod._ROW_NORMS  # forgotten with its array
+
+
+def test_primed_row_norms_are_answered_and_checked(mapped):
+    """The judge primes the memo with kept norms: `row_norms` then returns them without reading
+    the array; norms of another length are refused, and a writable array is never primed."""
+    from bt_core.attribution import problem as problem_mod
+
+    kept = np.arange(mapped.shape[0], dtype=np.float64)  # not the real norms: proves no recompute
+    problem_mod.prime_row_norms(mapped, kept)
+    got = problem_mod.row_norms(mapped)
+    assert got.tobytes() == kept.tobytes() and not got.flags.writeable
+    with pytest.raises(ValueError, match="rows"):
+        problem_mod.prime_row_norms(mapped, kept[:-1])
+    w = np.array(mapped[:4])
+    problem_mod.prime_row_norms(w, np.zeros(4))
+    assert problem_mod.row_norms(w)[0] > 0

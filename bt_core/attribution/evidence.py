@@ -44,7 +44,12 @@ from bt_core.attribution.loaders import (
     measure_of,
 )
 from bt_core.attribution.outcome import Outcome
-from bt_core.attribution.problem import AttributionProblem, problem_fields
+from bt_core.attribution.problem import (
+    AttributionProblem,
+    prime_row_norms,
+    problem_fields,
+    row_norms,
+)
 from bt_core.attribution.registry import LABEL_FIELDS, EstimatorSpec
 from bt_core.attribution.sandbox import InProcess, Scoring, make_scorer
 
@@ -128,6 +133,12 @@ class Evidence:
         if key not in self._problems:
             p, labels, truth = self._stream(self.artifacts[seed], level)
             self._problems[key], self._labels[p.name] = p, (readonly(labels), readonly(truth))
+            if level == "rollout" and self.store is not None:
+                # the controls' ‖e‖ of the (n_rollouts, k) sketches: kept, so a warm session does
+                # not read the whole sketch file for them (0.5 GB per default seed)
+                prime_row_norms(
+                    p.emb, self.kept_array(seed, ("row_norms", p.name), lambda: row_norms(p.emb))
+                )
         return self._problems[key]
 
     def draw_problem(self, seed: int, draw: int = 0) -> AttributionProblem:

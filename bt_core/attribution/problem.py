@@ -134,6 +134,24 @@ def row_norms(emb: np.ndarray) -> np.ndarray:
     return out
 
 
+def prime_row_norms(emb: np.ndarray, norms: np.ndarray) -> None:
+    """Let `row_norms(emb)` answer `norms` (the same function's output, kept by the judge in the
+    artifact cache: `Evidence.stream_problem`). A writable `emb` is left alone."""
+    norms = np.asarray(norms, np.float64)
+    if norms.shape != (emb.shape[0],):
+        raise ValueError(f"row norms of shape {norms.shape} for an array of {emb.shape[0]} rows")
+    if not isinstance(emb, np.ndarray) or emb.flags.writeable:
+        return
+    norms = np.array(norms)
+    norms.flags.writeable = False
+    key = id(emb)
+    try:
+        ref = weakref.ref(emb, lambda _, key=key: _ROW_NORMS.pop(key, None))
+    except TypeError:
+        return
+    _ROW_NORMS[key] = (ref, norms)
+
+
 class UndeclaredFieldError(RuntimeError):
     """An estimator read a problem field that its `needs` does not declare (it was not handed that
     field)."""
