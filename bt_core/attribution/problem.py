@@ -123,15 +123,9 @@ def row_norms(emb: np.ndarray) -> np.ndarray:
     if hit is not None and hit[0]() is emb:
         return hit[1]
     out = np.sqrt(np.einsum("ij,ij->i", emb, emb, dtype=np.float64))
-    if isinstance(emb, np.ndarray) and not emb.flags.writeable:
-        out.flags.writeable = False
-        key = id(emb)
-        try:
-            ref = weakref.ref(emb, lambda _, key=key: _ROW_NORMS.pop(key, None))
-        except TypeError:  # not weak-referenceable: not memoized
-            return out
-        _ROW_NORMS[key] = (ref, out)
-    return out
+    prime_row_norms(emb, out)  # memoized when emb is read-only (the read-only copy is returned)
+    hit = _ROW_NORMS.get(id(emb))
+    return hit[1] if hit is not None and hit[0]() is emb else out
 
 
 def prime_row_norms(emb: np.ndarray, norms: np.ndarray) -> None:
@@ -147,7 +141,7 @@ def prime_row_norms(emb: np.ndarray, norms: np.ndarray) -> None:
     key = id(emb)
     try:
         ref = weakref.ref(emb, lambda _, key=key: _ROW_NORMS.pop(key, None))
-    except TypeError:
+    except TypeError:  # not weak-referenceable: not memoized
         return
     _ROW_NORMS[key] = (ref, norms)
 
