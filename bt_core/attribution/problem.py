@@ -122,28 +122,27 @@ def row_norms(emb: np.ndarray) -> np.ndarray:
     hit = _ROW_NORMS.get(id(emb))
     if hit is not None and hit[0]() is emb:
         return hit[1]
-    out = np.sqrt(np.einsum("ij,ij->i", emb, emb, dtype=np.float64))
-    prime_row_norms(emb, out)  # memoized when emb is read-only (the read-only copy is returned)
-    hit = _ROW_NORMS.get(id(emb))
-    return hit[1] if hit is not None and hit[0]() is emb else out
+    return prime_row_norms(emb, np.sqrt(np.einsum("ij,ij->i", emb, emb, dtype=np.float64)))
 
 
-def prime_row_norms(emb: np.ndarray, norms: np.ndarray) -> None:
+def prime_row_norms(emb: np.ndarray, norms: np.ndarray) -> np.ndarray:
     """Let `row_norms(emb)` answer `norms` (the same function's output, kept by the judge in the
-    artifact cache: `Evidence.stream_problem`). A writable `emb` is left alone."""
+    artifact cache: `Evidence.stream_problem`); returns them (read-only when memoized). A writable
+    `emb` is left alone."""
     norms = np.asarray(norms, np.float64)
     if norms.shape != (emb.shape[0],):
         raise ValueError(f"row norms of shape {norms.shape} for an array of {emb.shape[0]} rows")
     if not isinstance(emb, np.ndarray) or emb.flags.writeable:
-        return
-    norms = np.array(norms)
-    norms.flags.writeable = False
+        return norms
     key = id(emb)
     try:
         ref = weakref.ref(emb, lambda _, key=key: _ROW_NORMS.pop(key, None))
     except TypeError:  # not weak-referenceable: not memoized
-        return
+        return norms
+    norms = np.array(norms)
+    norms.flags.writeable = False
     _ROW_NORMS[key] = (ref, norms)
+    return norms
 
 
 class UndeclaredFieldError(RuntimeError):
