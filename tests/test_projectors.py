@@ -178,8 +178,9 @@ def test_countsketch_buckets_and_signs_follow_the_keyed_hash():
     n, k, seed = 1000, 64, 9
     cs = CountSketch(n, k, seed)
     h = splitmix64(np.arange(n, dtype=np.uint64) ^ splitmix64(np.array([seed], np.uint64))[0])
-    assert np.array_equal(cs.buckets.numpy(), (h % np.uint64(k)).astype(np.int64))
-    assert np.array_equal(cs.signs.numpy(), np.where((h >> np.uint64(63)) == 1, -1.0, 1.0))
+    assert cs.buckets.dtype == np.uint32 and cs.signs.dtype == np.float32
+    assert np.array_equal(cs.buckets, h % np.uint64(k))
+    assert np.array_equal(cs.signs, np.where((h >> np.uint64(63)) == 1, -1.0, 1.0))
 
 
 def test_unknown_projector_lists_choices():

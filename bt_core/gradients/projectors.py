@@ -114,18 +114,21 @@ class CountSketch(_Base):
     name = "countsketch"
 
     def __init__(self, n_params: int, k: int, seed: int = 0, chunk: int = 1 << 22):
+        if not 1 <= k <= 1 << 32:
+            raise ValueError(f"k={k} must lie in [1, 2**32]: buckets are stored as uint32")
         self.n_params, self.k, self.seed, self.chunk = n_params, k, seed, chunk
         key = splitmix64(np.array([seed], np.uint64))[0]
-        buckets, signs = [], []
+        # uint32 buckets, not int64: half the bytes the scatter streams per coordinate (the fused
+        # loop ran 8% faster, bench in bt_core/gradients/scatter.py) and half the memory (538 MB
+        # instead of 1.08 GB for SmolLM2's 134.5M coordinates); unsigned, so the compiled loop
+        # does no negative-index wraparound. The torch path widens each block's slice to int64.
+        self.buckets = np.zeros(n_params, np.uint32)
+        self.signs = np.zeros(n_params, np.float32)
         for start in range(0, n_params, chunk):
-            h = splitmix64(np.arange(start, min(start + chunk, n_params), dtype=np.uint64) ^ key)
-            buckets.append(torch.from_numpy((h % np.uint64(k)).astype(np.int64)))
-            signs.append(
-                torch.from_numpy(np.where((h >> np.uint64(63)) == 1, -1.0, 1.0).astype(np.float32))
-            )
-        # int64 on purpose: index_add_ with int32 indices measured ~10× slower on CPU (torch 2.13)
-        self.buckets = torch.cat(buckets) if buckets else torch.zeros(0, dtype=torch.int64)
-        self.signs = torch.cat(signs) if signs else torch.zeros(0)
+            stop = min(start + chunk, n_params)
+            h = splitmix64(np.arange(start, stop, dtype=np.uint64) ^ key)
+            self.buckets[start:stop] = h % np.uint64(k)
+            self.signs[start:stop] = np.where((h >> np.uint64(63)) == 1, -1.0, 1.0)
 
     def project_blocks(self, blocks: Blocks, batch: int) -> torch.Tensor:
         return self._project(blocks, batch, None)
