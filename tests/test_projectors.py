@@ -195,11 +195,12 @@ def test_unknown_projector_lists_choices():
     k=st.integers(1, 64),
     seed=st.integers(0, 2**31),
     cut=st.integers(0, 300),
+    chunk=st.integers(1, 400),
 )
-def test_fused_kernel_is_bit_identical_to_torch_index_add(b, n, k, seed, cut):
+def test_fused_kernel_is_bit_identical_to_torch_index_add(b, n, k, seed, cut, chunk):
     """The numba loop and the torch fallback add each (row, bucket)'s coordinates in the same order:
-    the sketches are equal bit for bit, whatever the block boundaries; their float64 squared norms
-    equal Σ g² to float64 rounding."""
+    the sketches are equal bit for bit, whatever the block boundaries and the torch path's column
+    chunks; their float64 squared norms equal Σ g² to float64 rounding."""
     from bt_core.gradients import scatter
 
     if scatter.compiled_loop() is None:
@@ -215,6 +216,7 @@ def test_fused_kernel_is_bit_identical_to_torch_index_add(b, n, k, seed, cut):
         fused, n_fused = cs.project_blocks_with_norms(blocks, b)
         bare_fused = cs.project_blocks(blocks, b)  # without norms: the same sketch
         m.setattr(scatter, "KERNEL", "torch")
+        m.setattr(scatter, "TORCH_CHUNK", chunk)
         plain, n_plain = cs.project_blocks_with_norms(blocks, b)
         bare_plain = cs.project_blocks(blocks, b)
     assert torch.equal(fused, plain) and torch.equal(bare_fused, fused)

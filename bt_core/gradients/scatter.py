@@ -33,6 +33,7 @@ import torch
 KERNEL = "auto"
 FUSED_MIN_ROWS = 2  # a single gradient (a target's) is one row: torch path, no import
 FUSED_MIN_ELEMS = 1 << 15
+TORCH_CHUNK = 1 << 20  # columns per index_add_ of the torch path
 _compiled = None  # the numba-compiled loop, once imported; False when numba is not importable
 
 
@@ -107,8 +108,13 @@ def signed_scatter_add(
             out.numpy(), sums.numpy(), np.ascontiguousarray(src.detach().numpy()), buckets, signs
         )
     else:
-        # index_add_ wants int64 indices (int32 ones measured ~10× slower on CPU, torch 2.13)
-        idx = torch.from_numpy(buckets.astype(np.int64))
-        out.index_add_(1, idx, src * torch.from_numpy(signs))
+        # in column chunks, in order (each (row, bucket) still gets its coordinates in increasing
+        # order): index_add_ wants int64 indices (int32 ones measured ~10× slower on CPU, torch
+        # 2.13), and a whole real-scale gradient (134.5M coordinates) would otherwise need a 1 GB
+        # widened index and a 0.5 GB signed copy at once
+        for lo in range(0, src.shape[1], TORCH_CHUNK):
+            hi = min(lo + TORCH_CHUNK, src.shape[1])
+            idx = torch.from_numpy(buckets[lo:hi].astype(np.int64))
+            out.index_add_(1, idx, src[:, lo:hi] * torch.from_numpy(signs[lo:hi]))
         if norm2 is not None:
             norm2 += src.double().square().sum(1)
