@@ -302,6 +302,8 @@ def test_page_has_every_section_and_colours_every_cell_by_status(tmp_path):
     d = _dom(out["html"].read_text())
     _check_dom(d, data)
     assert "oracle" in d.rows and "validation only" in out["html"].read_text()
+    # the summary card counts in words that agree with the number (not "1 methods")
+    assert "2 methods, 1 built-in control, 1 validation estimator." in out["html"].read_text()
     # how to read it
     assert len(d.captions) >= 6 and all(len(c.split()) >= 25 for c in d.captions), d.captions
     names = {p.name for p in out["figures"].iterdir()}

@@ -225,11 +225,11 @@ def summary_section(data: dict) -> str:
         f'class="big">{counts["judged_everywhere"]} of '
         f"{counts['estimators']}</div><p>judged (pass or fail) on every item — "
         f"<b>{counts['methods_judged']} of "
-        f"the {counts['method']} methods</b>; {counts['held_back']} held back as invalid-setup on "
-        "at least one. "
-        f"{counts['method']} methods, {counts['control']} built-in controls, "
-        f"{counts['validation']} validation "
-        "estimator(s).</p></div>"
+        f"the {summary.plural(counts['method'], 'method')}</b>; {counts['held_back']} held back "
+        "as invalid-setup on at least one. "
+        f"{summary.plural(counts['method'], 'method')}, "
+        f"{summary.plural(counts['control'], 'built-in control')}, "
+        f"{summary.plural(counts['validation'], 'validation estimator')}.</p></div>"
         f'<div class="card"><h3>Best method per item</h3><table id="best">'
         f"<tr><th>item</th><th>method</th><th>verdict</th></tr>{best}</table>"
         "<p class=meta>A pass ranks first, then the highest worst-seed margin; controls and "
