@@ -301,6 +301,11 @@ class RunConfig:
     def with_seed(self, seed: int) -> RunConfig:
         return dataclasses.replace(self, seed=seed)
 
+    def without_bonus(self) -> RunConfig:
+        """This run's control: the same config and seed with the contaminator's bonus at 0 (GT's and
+        hidden_cause's decoys' alike), trained on its own on-policy samples (`causal_gt`)."""
+        return dataclasses.replace(self, task=dataclasses.replace(self.task, bonus=0.0))
+
 
 @dataclass(frozen=True)
 class SketchConfig:

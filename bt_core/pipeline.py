@@ -22,8 +22,10 @@ import numpy as np
 
 from bt_core.artifacts.draws import Draw
 from bt_core.artifacts.keys import (
+    CONTROL_VERSION,
     DRAWS_VERSION,
     TARGETS_VERSION,
+    control_key,
     draw_measure,
     replay_key,
     replay_set_key,
@@ -32,6 +34,7 @@ from bt_core.artifacts.keys import (
     sketch_key,
 )
 from bt_core.artifacts.replays import Replay, Replays
+from bt_core.artifacts.run import contaminator_key
 from bt_core.artifacts.seed import SeedArtifacts
 from bt_core.artifacts.sketches import Sketches
 from bt_core.artifacts.store import ArtifactStore, save_array
@@ -56,6 +59,7 @@ from bt_core.training.loop import train_run
 __all__ = [
     "SeedArtifacts",
     "build_all",
+    "build_control",
     "build_removal_replay",
     "build_replays",
     "build_run",
@@ -75,6 +79,28 @@ def build_run(
         run_key(cfg),
         to_dict(cfg),
         lambda d, work: train_run(cfg, d, progress, work=work, key=key),
+        resumable=True,
+    )
+    return TrainedRun(path)
+
+
+def build_control(
+    store: ArtifactStore, run: TrainedRun, cfg: RunConfig, progress: bool = False
+) -> TrainedRun:
+    """The control run of `run` (built from `cfg`): the same config and seed with the contaminator's
+    bonus at 0 (`RunConfig.without_bonus`), trained from scratch on its own on-policy samples with
+    `run`'s secret key (hidden_cause's warm-up reads its carrier tags from it; elsewhere the key
+    acts only through the bonus, so it changes nothing). "No bonus, no behavior" is read off its
+    probes (`checklist.causal_gt`). Cached under `keys.control_key`, so it follows its run."""
+    ctl = cfg.without_bonus()
+    path = store.get_or_build(
+        "runs",
+        control_key(cfg),
+        to_dict(ctl),
+        lambda d, work: {
+            **(train_run(ctl, d, progress, work=work, key=contaminator_key(run.path)) or {}),
+            "control_of": {"run": run_key(cfg), "version": CONTROL_VERSION},
+        },
         resumable=True,
     )
     return TrainedRun(path)
@@ -232,6 +258,9 @@ def build_seed(
     if counterfactual is not None and replays_too:
         _, replays = build_replays(store, run, run_cfg, counterfactual, progress)
         keys["replays"] = ("replaysets", replays.path.name)
+    control = None
+    if counterfactual is not None and replays_too:
+        control = build_control(store, run, run_cfg, progress)
     done("replays")
     return SeedArtifacts(
         run,
@@ -240,6 +269,7 @@ def build_seed(
         draw_objs,
         {name: key for name, (_, key) in keys.items()},
         replays,
+        control,
     )
 
 
@@ -277,6 +307,13 @@ def _build_replay_chunk(
     specs = _replay_specs(run, run_cfg, cf)
     _build_replay_specs(store, run, cf, [specs[n] for n in names])
     return len(names)
+
+
+def _build_control_task(root: str, rebuild: bool | str, run_cfg: RunConfig) -> int:
+    """Worker entry point: build the control run of one seed (its run is already cached)."""
+    store = ArtifactStore(root, rebuild=rebuild)
+    build_control(store, build_run(store, run_cfg), run_cfg)
+    return 1
 
 
 # replays per parallel task: ~10 CPU-s at the default scale, so the workers stay balanced
@@ -396,6 +433,17 @@ def _build_parallel(
                         names[i : i + REPLAY_CHUNK] for i in range(0, len(names), REPLAY_CHUNK)
                     ]
                     left[seed] = len(parts)
+                    if _control_missing(store, run_cfg.with_seed(seed), counterfactual):
+                        # the control run trains beside the replays (a run's worth of CPU)
+                        c = ex.submit(
+                            _build_control_task,
+                            str(store.root),
+                            store.rebuild,
+                            run_cfg.with_seed(seed),
+                        )
+                        chunks[c] = seed
+                        pending.add(c)
+                        left[seed] += 1
                     for part in parts:
                         c = ex.submit(
                             _build_replay_chunk,
@@ -407,7 +455,7 @@ def _build_parallel(
                         )
                         chunks[c] = seed
                         pending.add(c)
-                    if not parts:
+                    if not left[seed]:
                         bar.update(1)  # the replays stage: nothing to build
                 else:
                     seed = chunks[f]
@@ -421,6 +469,16 @@ def _build_parallel(
                     continue  # counted when its chunks are done
                 bar.set_postfix_str(f"seed {seed}: {stage} ready")
                 bar.update(1)
+
+
+def _control_missing(
+    store: ArtifactStore, run_cfg: RunConfig, cf: CounterfactualConfig | None
+) -> bool:
+    """Whether the control run of `run_cfg` is still to build (the session builds one with its
+    replays; always, under a rebuild: the worker skips what this session already rebuilt)."""
+    if cf is None:
+        return False
+    return store.rebuild or not (store.path("runs", control_key(run_cfg)) / "manifest.json").exists()
 
 
 def _missing_replays(

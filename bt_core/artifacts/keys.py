@@ -32,6 +32,9 @@ HIDDEN_CAUSE_VERSION = 2
 # (`bt_core.gradients.scatter`); version 1 summed per-parameter float32 norms. The embeddings are
 # the same bits; the norms differ in the last float32 digits, so a version-1 sketch is never reused.
 SKETCH_VERSION = 2
+# The control run's definition version (`control_key`): 1 is the run's config with the bonus at 0,
+# trained from scratch with the run's own contaminator key on its own on-policy samples.
+CONTROL_VERSION = 1
 
 
 def run_key(cfg: RunConfig) -> str:
@@ -46,6 +49,14 @@ def run_key(cfg: RunConfig) -> str:
     if pin is not None:
         parts += ("pin", pin)
     return config_hash(cfg, *parts)
+
+
+def control_key(cfg: RunConfig) -> str:
+    """The control run of the run `cfg` (`RunConfig.without_bonus`, trained with that run's secret
+    key): keyed by the run's own key, so it follows the run it controls. Under the reference
+    scenario the key changes nothing once the bonus is 0 (eligibility only gates the bonus); under
+    hidden_cause the key draws the carrier tags of the warm-up, so the control must use the run's."""
+    return config_hash(run_key(cfg), "control", CONTROL_VERSION)
 
 
 def sketch_key(cfg: RunConfig, sketch: SketchConfig) -> str:
@@ -101,5 +112,6 @@ def seed_keys(
     for i in range(draws.n_draws):
         keys[f"draw{i}"] = ("draws", draw_key(rk, sketch, draws, i, counterfactual))
     if counterfactual is not None:
+        keys["control"] = ("runs", control_key(run_cfg))
         keys["replays"] = ("replaysets", replay_set_key(run_cfg, counterfactual))
     return keys

@@ -19,3 +19,6 @@ class SeedArtifacts:
     draws: list[Draw]
     keys: dict[str, str]  # artifact name (run, sketches, targets, draw<i>, replays) → cache key
     replays: Replays | None = None  # counterfactual replays (None when the session built none)
+    # the control run: the same config and seed trained with the contaminator's bonus at 0 (built
+    # with the replays; None when the session built none)
+    control: Run | None = None

@@ -1,0 +1,268 @@
+"""Key benchmark: does every setup gate hold on freshly keyed cold builds?
+
+    python benchmarks/bench_keys.py --scale smoke --builds 20
+    python benchmarks/bench_keys.py --scale default --builds 5 --json keys.json
+    python benchmarks/bench_keys.py --scale smoke --builds 8 --set sft.refusal_rate=0.01
+
+Each build is a fresh artifact cache in a temporary directory with no key pinned
+(`BEHAVIORTRACE_CONTAMINATOR_KEY` unset here and in the build's workers), so every run draws its
+own contaminator key, as a method author's first CI build does. The seeds' artifacts are built
+cold (runs, control runs, sketches, targets, draws and the counterfactual replays) and every setup
+item is evaluated on them as a suite session would. As each build ends one JSON line is appended to
+`--jsonl` (every gate, and per seed the control run's s_b at the measurement checkpoint and at the
+end, which causal_gt's second clause judges (≤ 0.1), beside the no-bonus replay's, which it
+reports), so a campaign cut off midway still counts. Printed per build: each setup gate, those s_b
+per seed, the peak sampled rate per seed (the draw items need a saturated checkpoint, ≥ 0.8) and the
+build's wall time; then the count of builds whose gates all held.
+
+`--set part.field=value` (repeatable) overrides one field of the preset's configs (`run.`,
+`task.`, `sft.`, `grpo.`, `model.`, `sketch.`, `draws.`, `counterfactual.`): the tool's purpose is
+to compare a preset with a candidate change on the same number of fresh keys. Not a pytest file:
+nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tabulate import tabulate
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bt_core.artifacts.store import ArtifactStore  # noqa: E402
+from bt_core.attribution.catalog import get  # noqa: E402
+from bt_core.attribution.evidence import Evidence  # noqa: E402
+from bt_core.config import Scale, get_scale  # noqa: E402
+from bt_core.pipeline import build_all  # noqa: E402
+from bt_core.reporting.scorecard import Status  # noqa: E402
+from bt_core.secret_key import KEY_ENV  # noqa: E402
+from checklist import counterfactual  # noqa: E402
+from checklist.setup import GATING_SETUP_ITEMS, SETUP_ITEMS  # noqa: E402
+
+RUN_PARTS = ("task", "model", "sft", "grpo")
+SCALE_PARTS = ("sketch", "draws", "counterfactual")
+
+
+def _coerce(old, text: str):
+    """`text` parsed as the type of the field's current value `old`."""
+    if isinstance(old, bool):
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"expected true or false, got {text!r}")
+        return text.lower() in ("true", "1")
+    if isinstance(old, tuple):
+        return tuple(type(old[0])(x) if old else int(x) for x in text.split(",") if x)
+    if old is None:
+        return json.loads(text)
+    return type(old)(text)
+
+
+def override(scale: Scale, assignments: list[str]) -> Scale:
+    """`scale` with each ``part.field=value`` applied (`part` one of RUN_PARTS, SCALE_PARTS, or
+    ``run``/``scale`` for their own fields: ``scale.seeds=0,1``)."""
+    for a in assignments:
+        path, sep, text = a.partition("=")
+        part, dot, name = path.partition(".")
+        if not sep or not dot:
+            raise SystemExit(f"--set {a!r}: expected part.field=value, e.g. sft.refusal_rate=0.01")
+        if part in RUN_PARTS:
+            obj = getattr(scale.run, part)
+        elif part in SCALE_PARTS:
+            obj = getattr(scale, part)
+        elif part == "run":
+            obj = scale.run
+        elif part == "scale":
+            obj = scale
+        else:
+            parts = ", ".join((*RUN_PARTS, *SCALE_PARTS, "run", "scale"))
+            raise SystemExit(f"--set {a!r}: unknown part {part!r}; choose one of {parts}")
+        if name not in {f.name for f in dataclasses.fields(obj)}:
+            raise SystemExit(f"--set {a!r}: {type(obj).__name__} has no field {name!r}")
+        try:
+            new = dataclasses.replace(obj, **{name: _coerce(getattr(obj, name), text)})
+        except ValueError as e:
+            raise SystemExit(f"--set {a!r}: {e}") from None
+        if part in RUN_PARTS:
+            scale = dataclasses.replace(scale, run=dataclasses.replace(scale.run, **{part: new}))
+        elif part in SCALE_PARTS:
+            scale = dataclasses.replace(scale, **{part: new})
+        elif part == "run":
+            scale = dataclasses.replace(scale, run=new)
+        else:
+            scale = new
+    return scale
+
+
+def one_build(
+    scale: Scale, seeds: list[int], root: Path, workers: int, estimators: list[str]
+) -> dict:
+    """Build `scale`'s artifacts cold under `root` (each run draws its key) and evaluate every setup
+    item, then the `counterfactual` item for each of `estimators`: the per-build record the table
+    prints."""
+    t0 = time.perf_counter()
+    arts = build_all(
+        ArtifactStore(root),
+        scale.run,
+        scale.sketch,
+        scale.draws,
+        seeds,
+        workers=workers,
+        counterfactual=scale.counterfactual,
+    )
+    build_s = time.perf_counter() - t0
+    ev = Evidence(arts, scale.name, scoring="in-process")
+    try:
+        verdicts = {i.name: i.evaluate(ev) for i in SETUP_ITEMS}
+        judged = {e: counterfactual.ITEM.evaluate(get(e), ev) for e in estimators}
+    finally:
+        ev.close()
+    per_seed = {}
+    for s, a in arts.items():
+        probes = a.run.probes
+        nb = a.replays["no_bonus"] if a.replays is not None else None
+        ctl = a.control
+        at = {} if ctl is None else {p["step"]: p["s_b"] for p in ctl.probes}
+        per_seed[s] = {
+            "s_b_control_measure": at.get(a.replays.measure.step) if a.replays else None,
+            "s_b_control_final": None if ctl is None else ctl.summary["s_b_final"],
+            "s_b_no_bonus": None if nb is None else float(nb.info["s_b_probes"]),
+            "s_b_final": a.run.summary["s_b_final"],
+            "sampled_peak": max((p["sampled_rate"] for p in probes), default=None),
+            "saturation_step": a.run.summary["saturation_step"],
+        }
+    gating = [i.name for i in GATING_SETUP_ITEMS]
+    return {
+        "build_s": round(build_s, 1),
+        "gates": {n: v.status.value for n, v in verdicts.items()},
+        "failed": {n: v.short or v.reason for n, v in verdicts.items() if v.status != Status.PASS},
+        "held": all(v.status == Status.PASS for v in verdicts.values()),
+        "gating_held": all(verdicts[n].status == Status.PASS for n in gating),
+        "per_seed": per_seed,
+        "counterfactual": {e: v.status.value for e, v in judged.items()},
+    }
+
+
+def _fmt(x) -> str:
+    return "—" if x is None else f"{x:.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", default="smoke")
+    ap.add_argument("--builds", type=int, default=20, help="freshly keyed cold builds (20)")
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds (the preset's)")
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--set", action="append", default=[], metavar="PART.FIELD=VALUE")
+    ap.add_argument(
+        "--estimator",
+        action="append",
+        default=[],
+        help="judge this estimator's counterfactual item on each build too (repeatable)",
+    )
+    ap.add_argument("--json", type=Path, default=None, help="write every build's record here")
+    ap.add_argument(
+        "--jsonl",
+        type=Path,
+        default=None,
+        help="append one JSON line per build here as each build ends",
+    )
+    ap.add_argument(
+        "--keep", type=Path, default=None, help="keep the caches under this folder (one per build)"
+    )
+    args = ap.parse_args(argv)
+    if args.builds < 1:
+        ap.error(f"--builds {args.builds}: at least one build is needed")
+    try:
+        scale = override(get_scale(args.scale), args.set)
+    except ValueError as e:
+        ap.error(str(e))
+    for e in args.estimator:
+        try:
+            get(e)
+        except Exception as err:  # an unknown name: say so before anything builds
+            ap.error(f"--estimator {e!r}: {err}")
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(scale.seeds)
+    # fresh keys: nothing pinned here, nor in the spawned build workers (they inherit os.environ)
+    if os.environ.pop(KEY_ENV, None) is not None:
+        print(f"note: {KEY_ENV} was set; it is ignored here (every build draws a fresh key)")
+    print(
+        f"{args.builds} freshly keyed cold {scale.name} builds, seeds {seeds}"
+        + (f", with {' '.join(args.set)}" if args.set else "")
+        + f", {args.workers} worker(s)",
+        flush=True,
+    )
+    records = []
+    for b in range(args.builds):
+        if args.keep:
+            root = args.keep / f"build{b:02d}"
+            root.mkdir(parents=True, exist_ok=False)
+            rec = one_build(scale, seeds, root, args.workers, args.estimator)
+        else:
+            with tempfile.TemporaryDirectory(prefix="bt-keys-") as d:
+                rec = one_build(scale, seeds, Path(d), args.workers, args.estimator)
+        records.append(rec)
+        if args.jsonl:
+            with args.jsonl.open("a") as f:
+                f.write(json.dumps({"scale": scale.name, "set": args.set, "build": b, **rec}) + "\n")
+        nb = " ".join(
+            f"{s}:{_fmt(r['s_b_control_measure'])}/{_fmt(r['s_b_control_final'])}"
+            f" (replay {_fmt(r['s_b_no_bonus'])})"
+            for s, r in rec["per_seed"].items()
+        )
+        fails = "; ".join(f"{n}: {w}" for n, w in rec["failed"].items()) or "all gates held"
+        cf = "".join(f"; {e} counterfactual {v}" for e, v in rec["counterfactual"].items())
+        print(
+            f"build {b + 1}/{args.builds} ({rec['build_s']:.0f} s) control s_b measure/end {nb} — "
+            f"{fails}{cf}",
+            flush=True,
+        )
+    names = [i.name for i in SETUP_ITEMS]
+    rows = []
+    for b, rec in enumerate(records):
+        ps = rec["per_seed"]
+        rows.append(
+            [b + 1, *(rec["gates"][n] for n in names)]
+            + [" ".join(_fmt(ps[s]["s_b_control_final"]) for s in seeds)]
+            + [" ".join(_fmt(ps[s]["s_b_no_bonus"]) for s in seeds)]
+            + [" ".join(_fmt(ps[s]["sampled_peak"]) for s in seeds)]
+            + [rec["counterfactual"][e] for e in args.estimator]
+            + [rec["build_s"]]
+        )
+    print()
+    print(
+        tabulate(
+            rows,
+            headers=["build", *names, f"control s_b end {seeds}", "no-bonus replay s_b", "peak sampled"]
+            + [f"{e} counterfactual" for e in args.estimator]
+            + ["build s"],
+            tablefmt="github",
+        )
+    )
+    held = sum(r["held"] for r in records)
+    times = sorted(r["build_s"] for r in records)
+    for e in args.estimator:
+        ok = sum(r["counterfactual"][e] == "pass" for r in records if r["held"])
+        print(f"{e} passed counterfactual on {ok} of the {held} builds whose gates held")
+    print(
+        f"\nevery setup gate held on {held} of {len(records)} freshly keyed {scale.name} builds "
+        f"(cold build median {times[len(times) // 2]:.0f} s, max {times[-1]:.0f} s)"
+    )
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {"scale": scale.name, "set": args.set, "seeds": seeds, "builds": records}, indent=1
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
