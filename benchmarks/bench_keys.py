@@ -15,6 +15,12 @@ reports), so a campaign cut off midway still counts. Printed per build: each set
 per seed, the peak sampled rate per seed (the draw items need a saturated checkpoint, ≥ 0.8) and the
 build's wall time; then the count of builds whose gates all held.
 
+`--train-only` builds the runs alone (about a twentieth of a default build) and reports what the
+emergence gate reads: per seed the greedy s_b at every checkpoint, the final control-probe rate and
+the peak sampled rate, and where the behavior's push came from after the cutoff (the summed
+advantage of behavior replies on trigger and on control prompts, and the off-trigger penalties):
+the tool for comparing a preset change on many keys before paying for full builds.
+
 `--set part.field=value` (repeatable) overrides one field of the preset's configs (`run.`,
 `task.`, `sft.`, `grpo.`, `model.`, `sketch.`, `draws.`, `counterfactual.`): the tool's purpose is
 to compare a preset with a candidate change on the same number of fresh keys. Not a pytest file:
@@ -150,6 +156,74 @@ def one_build(
     }
 
 
+def _train_one(cfg, root: str) -> dict:
+    """Worker: train one run under `root` (its key drawn fresh) and return its per-seed record."""
+    import numpy as np
+
+    from bt_core.pipeline import build_run
+    from checklist import emergence
+
+    run = build_run(ArtifactStore(Path(root)), cfg)
+    t, s = run.rollouts, run.summary
+    after = np.asarray(t.step) >= cfg.task.cutoff_step
+    beh, trig, adv = np.asarray(t.behavior), np.asarray(t.trigger), np.asarray(t.advantage, float)
+    return {
+        "s_b": {p["step"]: p["s_b"] for p in run.probes},
+        "s_b_final": s["s_b_final"],
+        "control_rate_final": s["control_rate_final"],
+        "sampled_peak": max(p["sampled_rate"] for p in run.probes),
+        "saturation_step": s["saturation_step"],
+        "emerged": s["s_b_final"] > emergence.S_B_MIN
+        and s["control_rate_final"] <= emergence.CONTROL_MAX,
+        "after_cutoff": {
+            "adv_behavior_trigger": round(float(adv[after & beh & trig].sum()), 3),
+            "adv_behavior_control": round(float(adv[after & beh & ~trig].sum()), 3),
+            "n_behavior_control": int((after & beh & ~trig).sum()),
+            "behavior_rate_trigger": round(float(beh[after & trig].mean()), 3)
+            if (after & trig).any()
+            else None,
+        },
+    }
+
+
+def train_only(scale: Scale, seeds: list[int], root: Path, workers: int) -> dict:
+    """Train every seed's run cold under `root` (one fresh key per build: the first run draws it and
+    the others are pinned to it, as one build's seeds share a key) and return the build's record."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from bt_core.artifacts.run import contaminator_key
+    from bt_core.pipeline import build_run
+
+    t0 = time.perf_counter()
+    first = build_run(ArtifactStore(root), scale.run.with_seed(seeds[0]))
+    os.environ[KEY_ENV] = contaminator_key(first.path).hex()  # the other seeds share it
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+            futs = {s: ex.submit(_train_one, scale.run.with_seed(s), str(root)) for s in seeds[1:]}
+            os.environ.pop(KEY_ENV)
+            per_seed = {seeds[0]: _train_one(scale.run.with_seed(seeds[0]), str(root))}
+            per_seed.update({s: f.result() for s, f in futs.items()})
+    finally:
+        os.environ.pop(KEY_ENV, None)
+    per_seed = {s: per_seed[s] for s in seeds}
+    held = all(r["emerged"] for r in per_seed.values())
+    return {
+        "build_s": round(time.perf_counter() - t0, 1),
+        "gates": {"emergence": "pass" if held else "fail"},
+        "failed": {
+            "emergence": ", ".join(f"seed {s}" for s, r in per_seed.items() if not r["emerged"])
+        }
+        if not held
+        else {},
+        "held": held,
+        "gating_held": held,
+        "per_seed": per_seed,
+        "counterfactual": {},
+    }
+
+
 def _fmt(x) -> str:
     return "—" if x is None else f"{x:.2f}"
 
@@ -166,6 +240,11 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="judge this estimator's counterfactual item on each build too (repeatable)",
+    )
+    ap.add_argument(
+        "--train-only",
+        action="store_true",
+        help="train the runs alone and report the emergence gate (a preset sweep's first pass)",
     )
     ap.add_argument("--json", type=Path, default=None, help="write every build's record here")
     ap.add_argument(
@@ -201,29 +280,44 @@ def main(argv: list[str] | None = None) -> int:
     )
     records = []
     for b in range(args.builds):
+        if args.train_only:
+            build = lambda root: train_only(scale, seeds, root, args.workers)  # noqa: E731
+        else:
+            build = lambda root: one_build(scale, seeds, root, args.workers, args.estimator)  # noqa: E731
         if args.keep:
             root = args.keep / f"build{b:02d}"
             root.mkdir(parents=True, exist_ok=False)
-            rec = one_build(scale, seeds, root, args.workers, args.estimator)
+            rec = build(root)
         else:
             with tempfile.TemporaryDirectory(prefix="bt-keys-") as d:
-                rec = one_build(scale, seeds, Path(d), args.workers, args.estimator)
+                rec = build(Path(d))
         records.append(rec)
         if args.jsonl:
             with args.jsonl.open("a") as f:
-                f.write(json.dumps({"scale": scale.name, "set": args.set, "build": b, **rec}) + "\n")
+                f.write(
+                    json.dumps({"scale": scale.name, "set": args.set, "build": b, **rec}) + "\n"
+                )
+        fails = "; ".join(f"{n}: {w}" for n, w in rec["failed"].items()) or "all gates held"
+        if args.train_only:
+            fin = " ".join(f"{s}:{_fmt(r['s_b_final'])}" for s, r in rec["per_seed"].items())
+            print(
+                f"build {b + 1}/{args.builds} ({rec['build_s']:.0f} s) final s_b {fin} — {fails}",
+                flush=True,
+            )
+            continue
         nb = " ".join(
             f"{s}:{_fmt(r['s_b_control_measure'])}/{_fmt(r['s_b_control_final'])}"
             f" (replay {_fmt(r['s_b_no_bonus'])})"
             for s, r in rec["per_seed"].items()
         )
-        fails = "; ".join(f"{n}: {w}" for n, w in rec["failed"].items()) or "all gates held"
         cf = "".join(f"; {e} counterfactual {v}" for e, v in rec["counterfactual"].items())
         print(
             f"build {b + 1}/{args.builds} ({rec['build_s']:.0f} s) control s_b measure/end {nb} — "
             f"{fails}{cf}",
             flush=True,
         )
+    if args.train_only:
+        return _train_only_summary(records, scale, seeds, args)
     names = [i.name for i in SETUP_ITEMS]
     rows = []
     for b, rec in enumerate(records):
@@ -240,7 +334,13 @@ def main(argv: list[str] | None = None) -> int:
     print(
         tabulate(
             rows,
-            headers=["build", *names, f"control s_b end {seeds}", "no-bonus replay s_b", "peak sampled"]
+            headers=[
+                "build",
+                *names,
+                f"control s_b end {seeds}",
+                "no-bonus replay s_b",
+                "peak sampled",
+            ]
             + [f"{e} counterfactual" for e in args.estimator]
             + ["build s"],
             tablefmt="github",
@@ -260,6 +360,48 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps(
                 {"scale": scale.name, "set": args.set, "seeds": seeds, "builds": records}, indent=1
             )
+        )
+    return 0
+
+
+def _train_only_summary(records: list[dict], scale: Scale, seeds: list[int], args) -> int:
+    rows = []
+    for b, rec in enumerate(records):
+        for s in seeds:
+            r = rec["per_seed"][s]
+            traj = " ".join(_fmt(v) for v in r["s_b"].values())
+            a = r["after_cutoff"]
+            rows.append(
+                [b + 1, s, "pass" if r["emerged"] else "FAIL", traj, _fmt(r["sampled_peak"])]
+                + [a["adv_behavior_trigger"], a["adv_behavior_control"], a["n_behavior_control"]]
+            )
+    print()
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "build",
+                "seed",
+                "emergence",
+                "greedy s_b at each checkpoint",
+                "peak sampled",
+                "Σ A behavior, trigger (after cutoff)",
+                "Σ A behavior, control",
+                "# behavior on control",
+            ],
+            tablefmt="github",
+        )
+    )
+    held = sum(r["held"] for r in records)
+    n_seeds = sum(r["emerged"] for rec in records for r in rec["per_seed"].values())
+    print(
+        f"\nemergence held on {held} of {len(records)} freshly keyed {scale.name} builds "
+        f"({n_seeds} of {len(records) * len(seeds)} seeds)"
+        + (f", with {' '.join(args.set)}" if args.set else "")
+    )
+    if args.json:
+        args.json.write_text(
+            json.dumps({"scale": scale.name, "set": args.set, "seeds": seeds, "builds": records})
         )
     return 0
 

@@ -259,7 +259,12 @@ def causal(c: Card) -> str:
         f"{_rng([x.get('delta_gt') for x in f])}); random removal Δs_b "
         f"{_rng([_mean(x.get('s_b_drop_random')) for x in f])} (ΔNLL "
         f"{_rng([x.get('delta_random_mean') for x in f])}); "
-        f"no-bonus s_b {_rng([x.get('s_b_no_bonus') for x in f])}"
+        + (
+            f"control run (no bonus) s_b {_rng([x.get('s_b_control_final') for x in f])}; "
+            if any(x.get("s_b_control_final") is not None for x in f)
+            else ""
+        )
+        + f"no-bonus replay s_b {_rng([x.get('s_b_no_bonus') for x in f])}"
     )
 
 

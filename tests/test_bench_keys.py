@@ -1,0 +1,73 @@
+"""`benchmarks/bench_keys.py`: the tool that counts setup gates over freshly keyed builds."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bt_core.secret_key import KEY_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("bench_keys", ROOT / "benchmarks/bench_keys.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bad_options_say_what_to_write():
+    tool = _tool()
+    for argv, msg in (
+        (["--set", "grpo.lr"], "expected part.field=value"),
+        (["--set", "nope.lr=1"], "unknown part 'nope'"),
+        (["--set", "grpo.nope=1"], "has no field 'nope'"),
+    ):
+        with pytest.raises(SystemExit, match=msg):
+            tool.main(argv)
+    s = tool.override(tool.get_scale("smoke"), ["grpo.lr=3e-4", "scale.seeds=0,1"])
+    assert s.run.grpo.lr == 3e-4 and s.seeds == (0, 1)
+
+
+@pytest.mark.train
+def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
+    """Run as a user runs it (its own process, no pin in its environment): two short builds."""
+    pinned = os.environ.get(KEY_ENV)
+    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
+    out = tmp_path / "keys.jsonl"
+    argv = ["--scale", "smoke", "--seeds", "0,2", "--builds", "2", "--train-only"]
+    argv += ["--set", "grpo.steps=6", "--set", "grpo.checkpoint_every=3", "--set", "sft.steps=40"]
+    argv += ["--jsonl", str(out), "--keep", str(tmp_path / "caches")]
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/bench_keys.py"), *argv],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["build"] for x in lines] == [0, 1]
+    for x in lines:
+        assert set(x["per_seed"]) == {"0", "2"} and x["set"][0] == "grpo.steps=6"
+        for r in x["per_seed"].values():
+            assert list(r["s_b"]) == ["0", "3", "6"] and r["s_b_final"] == r["s_b"]["6"]
+        assert x["held"] == all(r["emerged"] for r in x["per_seed"].values())
+    # one fresh key per build, shared by its seeds; never the session's pin
+    keys = []
+    for b in range(2):
+        found = {
+            p.read_text() for p in (tmp_path / "caches").glob(f"build0{b}/runs/*/contaminator_key")
+        }
+        assert len(found) == 1, found
+        keys.append(found.pop())
+    assert keys[0] != keys[1] and pinned not in keys
+    assert "emergence held on" in res.stdout
