@@ -19,6 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 
 from bt_core.artifacts.draws import Draw
 from bt_core.artifacts.keys import (
@@ -37,7 +38,7 @@ from bt_core.artifacts.replays import Replay, Replays
 from bt_core.artifacts.run import contaminator_key
 from bt_core.artifacts.seed import SeedArtifacts
 from bt_core.artifacts.sketches import Sketches
-from bt_core.artifacts.store import ArtifactStore, save_array
+from bt_core.artifacts.store import ArtifactStore, discard, lock_path, save_array
 from bt_core.artifacts.targets import Targets
 from bt_core.config import (
     CounterfactualConfig,
@@ -92,17 +93,28 @@ def build_control(
     `run`'s secret key (hidden_cause's warm-up reads its carrier tags from it; elsewhere the key
     acts only through the bonus, so it changes nothing). "No bonus, no behavior" is read off its
     probes (`checklist.causal_gt`). Cached under `keys.control_key`, so it follows its run."""
-    ctl = cfg.without_bonus()
-    path = store.get_or_build(
-        "runs",
-        control_key(cfg),
-        to_dict(ctl),
-        lambda d, work: {
-            **(train_run(ctl, d, progress, work=work, key=contaminator_key(run.path)) or {}),
-            "control_of": {"run": run_key(cfg), "version": CONTROL_VERSION},
-        },
-        resumable=True,
-    )
+    ctl, key = cfg.without_bonus(), contaminator_key(run.path)
+
+    def get() -> Path:
+        return store.get_or_build(
+            "runs",
+            control_key(cfg),
+            to_dict(ctl),
+            lambda d, work: {
+                **(train_run(ctl, d, progress, work=work, key=key) or {}),
+                "control_of": {"run": run_key(cfg), "version": CONTROL_VERSION},
+            },
+            resumable=True,
+        )
+
+    path = get()
+    if contaminator_key(path) != key:
+        # its run was rebuilt under a new key (a damaged run deleted by hand, no rebuild token):
+        # under hidden_cause the key draws the warm-up's carrier tags, so this control is stale
+        with FileLock(str(lock_path(path))):
+            if path.exists() and contaminator_key(path) != key:
+                discard(path)
+        path = get()
     return TrainedRun(path)
 
 
@@ -478,7 +490,9 @@ def _control_missing(
     replays; always, under a rebuild: the worker skips what this session already rebuilt)."""
     if cf is None:
         return False
-    return store.rebuild or not (store.path("runs", control_key(run_cfg)) / "manifest.json").exists()
+    return (
+        store.rebuild or not (store.path("runs", control_key(run_cfg)) / "manifest.json").exists()
+    )
 
 
 def _missing_replays(

@@ -115,9 +115,11 @@ def _run_dir(problem) -> Path:
     for root in _cache_roots(problem):
         for d in sorted((root / "runs").iterdir()):
             try:
-                seed = json.loads((d / "manifest.json").read_text())["config"]["seed"]
+                manifest = json.loads((d / "manifest.json").read_text())
+                seed = manifest["config"]["seed"]
                 if (
-                    seed == problem.seed
+                    "control_of" not in manifest  # a control run is no one's problem
+                    and seed == problem.seed
                     and len(np.load(d / "rollouts" / "step.npy", mmap_mode="r")) == n
                 ):
                     return d

@@ -324,6 +324,18 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         # its options; the real model's wheel is an extra, and one run is two minutes at 9.6 GB
         Run("behaviortrace bench-sketch --help", expect="--no-slow"),
     ),
+    "python benchmarks/bench_keys.py --scale smoke --builds 20": (
+        # 20 cold smoke builds (about 20 min): its options here, the tool's own test trains it
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--builds"),
+        Elsewhere(
+            "tests/test_bench_keys.py::test_train_only_appends_one_line_per_build_each_on_its_own_key",
+            "the tool on two freshly keyed short smoke builds",
+        ),
+    ),
+    "python benchmarks/bench_keys.py --scale default --builds 8 --train-only": (
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--train-only"),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_metagrad.py": (Run("{doc} --help", cwd="root", expect="--seeds"),),
     "python benchmarks/bench_suite.py --bt-cache .bt_cache": (
         Run("python benchmarks/bench_suite.py --help", cwd="root", expect="--bt-cache"),

@@ -104,10 +104,10 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     builds = [json.loads(line) for line in (cache / "builds.jsonl").read_text().splitlines()]
     keys = [(b["kind"], b["key"]) for b in builds]
     cf, n_draws = get_scale("smoke").counterfactual, get_scale("smoke").draws.n_draws
-    # run, sketches, targets, draws; the replays (full, gt_out, random, no_bonus, lds, local; the
-    # float64 full_f64 and the reweighted subsets), their index
+    # run, its control run, sketches, targets, draws; the replays (full, gt_out, random, no_bonus,
+    # lds, local; the float64 full_f64 and the reweighted subsets), their index
     n_replays = 2 + cf.n_random + 1 + cf.n_lds + cf.n_local + 1 + cf.n_reweight
-    n_builds = 3 + n_draws + n_replays + 1
+    n_builds = 4 + n_draws + n_replays + 1
     assert len(keys) == len(set(keys))  # each built exactly once
     kinds = ("runs", "sketches", "targets", "draws", "replays", "replaysets")
     assert sum(k in kinds for k, _ in keys) == n_builds
@@ -149,7 +149,8 @@ def test_cache_info_reports_sizes_and_leftovers(cache, capsys):
     assert set(rep["kinds"]) == {"runs", "sketches", "targets", "draws", "replays", "replaysets"}
     assert rep["kinds"]["replaysets"]["artifacts"] == 3
     n_draws = 3 * get_scale("smoke").draws.n_draws  # 3 seeds
-    assert rep["kinds"]["runs"]["artifacts"] == 3 and rep["kinds"]["draws"]["artifacts"] == n_draws
+    # 3 runs and their 3 control runs (causal_gt's "no bonus, no behavior")
+    assert rep["kinds"]["runs"]["artifacts"] == 6 and rep["kinds"]["draws"]["artifacts"] == n_draws
     assert rep["kinds"]["runs"]["bytes"] > 0 and rep["total_bytes"] >= sum(
         k["bytes"] for k in rep["kinds"].values()
     )
@@ -174,7 +175,7 @@ def test_cache_clean_stale_only_then_a_kind(cache, capsys):
     assert "removed 2 directories" in capsys.readouterr().out
     assert not list(cache.glob("*/.*.tmp-*")) and not list(cache.glob("*/.*.partial"))
     # finished artifacts kept
-    assert len([p for p in (cache / "runs").iterdir() if p.is_dir()]) == 3
+    assert len([p for p in (cache / "runs").iterdir() if p.is_dir()]) == 6  # with the controls
     assert (
         main(["cache", "clean", "--bt-cache", str(cache), "--kind", "draws", "--yes", "--json"])
         == 0

@@ -104,6 +104,7 @@ def test_causal_gt_judges_the_control_run_and_reports_the_replay(smoke_artifacts
 
 def test_causal_gt_fails_a_seed_without_its_control_run(smoke_artifacts):
     from behaviortrace.checklist import causal_gt
+
     from bt_core.attribution.evidence import Evidence
 
     arts = {s: dataclasses.replace(a, control=None) for s, a in smoke_artifacts.items()}
@@ -114,3 +115,35 @@ def test_causal_gt_fails_a_seed_without_its_control_run(smoke_artifacts):
         ev.close()
     assert v.status == Status.FAIL
     assert "control run" in v.reason
+
+
+def _tiny_cfg():
+    from bt_core.config import get_scale
+
+    s = get_scale("smoke").run
+    return dataclasses.replace(
+        s,
+        sft=dataclasses.replace(s.sft, steps=20),
+        grpo=dataclasses.replace(s.grpo, steps=2, checkpoint_every=1),
+        task=dataclasses.replace(s.task, cutoff_step=1),
+    )
+
+
+@pytest.mark.train
+def test_a_control_run_left_from_a_run_rebuilt_under_another_key_is_rebuilt(tmp_path):
+    """A run deleted by hand and rebuilt draws a new key; its control must follow (under
+    hidden_cause the key draws the warm-up's carrier tags)."""
+    import shutil
+
+    from bt_core.artifacts.store import ArtifactStore
+    from bt_core.pipeline import build_control, build_run
+
+    store, cfg = ArtifactStore(tmp_path / "cache"), _tiny_cfg()
+    run = build_run(store, cfg, key=bytes(16))
+    first = build_control(store, run, cfg)
+    assert contaminator_key(first.path) == bytes(16)
+    assert build_control(store, run, cfg).path == first.path  # cached: loaded, not retrained
+    shutil.rmtree(run.path)
+    run = build_run(store, cfg, key=bytes(range(16)))
+    again = build_control(store, run, cfg)
+    assert again.path == first.path and contaminator_key(again.path) == bytes(range(16))

@@ -55,7 +55,8 @@ def control_key(cfg: RunConfig) -> str:
     """The control run of the run `cfg` (`RunConfig.without_bonus`, trained with that run's secret
     key): keyed by the run's own key, so it follows the run it controls. Under the reference
     scenario the key changes nothing once the bonus is 0 (eligibility only gates the bonus); under
-    hidden_cause the key draws the carrier tags of the warm-up, so the control must use the run's."""
+    hidden_cause the key draws the carrier tags of the warm-up, so the control must use the
+    run's."""
     return config_hash(run_key(cfg), "control", CONTROL_VERSION)
 
 

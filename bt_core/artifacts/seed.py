@@ -17,7 +17,8 @@ class SeedArtifacts:
     sketches: Sketches
     targets: Targets
     draws: list[Draw]
-    keys: dict[str, str]  # artifact name (run, sketches, targets, draw<i>, replays) → cache key
+    # artifact name (run, sketches, targets, draw<i>, control, replays) → cache key
+    keys: dict[str, str]
     replays: Replays | None = None  # counterfactual replays (None when the session built none)
     # the control run: the same config and seed trained with the contaminator's bonus at 0 (built
     # with the replays; None when the session built none)

@@ -337,7 +337,9 @@ class Evidence:
         if self.store is None:
             return compute()
         fingerprint = kept.source_fingerprint(*(str(s) for s in sources))
-        key = kept.kept_key(self.artifacts[seed].keys, (seed, *what), fingerprint)
+        # no kept score depends on the control run: a rebuilt control keeps them
+        keys = {k: v for k, v in self.artifacts[seed].keys.items() if k != "control"}
+        key = kept.kept_key(keys, (seed, *what), fingerprint)
         out, computed = kept.load_or_compute(
             self.store, key, {"seed": seed, "what": list(what)}, compute
         )
