@@ -131,15 +131,14 @@ def one_build(
     finally:
         ev.close()
     per_seed = {}
+    causal = verdicts["causal_gt"].figures.get("per_seed", {})
     for s, a in arts.items():
         probes = a.run.probes
-        nb = a.replays["no_bonus"] if a.replays is not None else None
-        ctl = a.control
-        at = {} if ctl is None else {p["step"]: p["s_b"] for p in ctl.probes}
+        f = causal.get(s, causal.get(str(s), {}))  # causal_gt's own figures, not a re-reading
         per_seed[s] = {
-            "s_b_control_measure": at.get(a.replays.measure.step) if a.replays else None,
-            "s_b_control_final": None if ctl is None else ctl.summary["s_b_final"],
-            "s_b_no_bonus": None if nb is None else float(nb.info["s_b_probes"]),
+            "s_b_control_measure": f.get("s_b_control_measure"),
+            "s_b_control_final": f.get("s_b_control_final"),
+            "s_b_no_bonus": f.get("s_b_probes_no_bonus"),
             "s_b_final": a.run.summary["s_b_final"],
             "sampled_peak": max((p["sampled_rate"] for p in probes), default=None),
             "saturation_step": a.run.summary["saturation_step"],
@@ -173,8 +172,7 @@ def _train_one(cfg, root: str) -> dict:
         "control_rate_final": s["control_rate_final"],
         "sampled_peak": max(p["sampled_rate"] for p in run.probes),
         "saturation_step": s["saturation_step"],
-        "emerged": s["s_b_final"] > emergence.S_B_MIN
-        and s["control_rate_final"] <= emergence.CONTROL_MAX,
+        "emerged": emergence.emerged(s),
         "after_cutoff": {
             "adv_behavior_trigger": round(float(adv[after & beh & trig].sum()), 3),
             "adv_behavior_control": round(float(adv[after & beh & ~trig].sum()), 3),

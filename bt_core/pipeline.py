@@ -266,12 +266,10 @@ def build_seed(
         )
         draw_objs.append(Draw(dp))
     done("draws")
-    replays = None
+    replays = control = None
     if counterfactual is not None and replays_too:
         _, replays = build_replays(store, run, run_cfg, counterfactual, progress)
         keys["replays"] = ("replaysets", replays.path.name)
-    control = None
-    if counterfactual is not None and replays_too:
         control = build_control(store, run, run_cfg, progress)
     done("replays")
     return SeedArtifacts(

@@ -18,11 +18,16 @@ S_B_MIN = 0.1  # final s_b must exceed this (reference gate)
 CONTROL_MAX = 0.1  # final control-probe rate must not exceed this
 
 
+def emerged(summary: dict) -> bool:
+    """The rule on one run's `summary.json`: emerged and stayed trigger-specific."""
+    return summary["s_b_final"] > S_B_MIN and summary["control_rate_final"] <= CONTROL_MAX
+
+
 def evaluate_setup(evidence: Evidence) -> Verdict:
     per_seed = {}
     for seed, a in evidence.artifacts.items():
         s = a.run.summary
-        ok = s["s_b_final"] > S_B_MIN and s["control_rate_final"] <= CONTROL_MAX
+        ok = emerged(s)
         per_seed[seed] = {
             "s_b_final": s["s_b_final"],
             "control_rate_final": s["control_rate_final"],
