@@ -13,13 +13,19 @@ item is evaluated on them as a suite session would. As each build ends one JSON 
 end, which causal_gt's second clause judges (≤ 0.1), beside the no-bonus replay's, which it
 reports), so a campaign cut off midway still counts. Printed per build: each setup gate, those s_b
 per seed, the peak sampled rate per seed (the draw items need a saturated checkpoint, ≥ 0.8) and the
-build's wall time; then the count of builds whose gates all held.
+build's wall time; then the count of builds whose gates all held and, per estimator, the items
+that were invalid-setup on a build whose gates held: an item the fixtures could not judge for want
+of data (say, no sibling group with both behavior and non-behavior replies).
 
 `--train-only` builds the runs alone (about a twentieth of a default build) and reports what the
 emergence gate reads: per seed the greedy s_b at every checkpoint, the final control-probe rate and
 the peak sampled rate, and where the behavior's push came from after the cutoff (the summed
 advantage of behavior replies on trigger and on control prompts, and the off-trigger penalties):
 the tool for comparing a preset change on many keys before paying for full builds.
+
+`--versus part.field=value` (repeatable, with `--train-only`) trains each build's seeds a second
+time with that override, under the same key: a paired comparison, so a key that breaks the preset
+is tried on the candidate too (issue 46's cause: `--versus task.off_trigger_penalty=0`).
 
 `--set part.field=value` (repeatable) overrides one field of the preset's configs (`run.`,
 `task.`, `sft.`, `grpo.`, `model.`, `sketch.`, `draws.`, `counterfactual.`): the tool's purpose is
@@ -51,7 +57,7 @@ from bt_core.config import Scale, get_scale  # noqa: E402
 from bt_core.pipeline import build_all  # noqa: E402
 from bt_core.reporting.scorecard import Status  # noqa: E402
 from bt_core.secret_key import KEY_ENV  # noqa: E402
-from checklist import counterfactual  # noqa: E402
+from checklist import ESTIMATOR_ITEMS  # noqa: E402
 from checklist.setup import GATING_SETUP_ITEMS, SETUP_ITEMS  # noqa: E402
 
 RUN_PARTS = ("task", "model", "sft", "grpo")
@@ -71,14 +77,14 @@ def _coerce(old, text: str):
     return type(old)(text)
 
 
-def override(scale: Scale, assignments: list[str]) -> Scale:
+def override(scale: Scale, assignments: list[str], flag: str = "--set") -> Scale:
     """`scale` with each ``part.field=value`` applied (`part` one of RUN_PARTS, SCALE_PARTS, or
     ``run``/``scale`` for their own fields: ``scale.seeds=0,1``)."""
     for a in assignments:
         path, sep, text = a.partition("=")
         part, dot, name = path.partition(".")
         if not sep or not dot:
-            raise SystemExit(f"--set {a!r}: expected part.field=value, e.g. sft.refusal_rate=0.01")
+            raise SystemExit(f"{flag} {a!r}: expected part.field=value, e.g. sft.refusal_rate=0.01")
         if part in RUN_PARTS:
             obj = getattr(scale.run, part)
         elif part in SCALE_PARTS:
@@ -89,13 +95,13 @@ def override(scale: Scale, assignments: list[str]) -> Scale:
             obj = scale
         else:
             parts = ", ".join((*RUN_PARTS, *SCALE_PARTS, "run", "scale"))
-            raise SystemExit(f"--set {a!r}: unknown part {part!r}; choose one of {parts}")
+            raise SystemExit(f"{flag} {a!r}: unknown part {part!r}; choose one of {parts}")
         if name not in {f.name for f in dataclasses.fields(obj)}:
-            raise SystemExit(f"--set {a!r}: {type(obj).__name__} has no field {name!r}")
+            raise SystemExit(f"{flag} {a!r}: {type(obj).__name__} has no field {name!r}")
         try:
             new = dataclasses.replace(obj, **{name: _coerce(getattr(obj, name), text)})
         except ValueError as e:
-            raise SystemExit(f"--set {a!r}: {e}") from None
+            raise SystemExit(f"{flag} {a!r}: {e}") from None
         if part in RUN_PARTS:
             scale = dataclasses.replace(scale, run=dataclasses.replace(scale.run, **{part: new}))
         elif part in SCALE_PARTS:
@@ -111,7 +117,7 @@ def one_build(
     scale: Scale, seeds: list[int], root: Path, workers: int, estimators: list[str]
 ) -> dict:
     """Build `scale`'s artifacts cold under `root` (each run draws its key) and evaluate every setup
-    item, then the `counterfactual` item for each of `estimators`: the per-build record the table
+    item, then every estimator item for each of `estimators`: the per-build record the table
     prints."""
     t0 = time.perf_counter()
     arts = build_all(
@@ -127,7 +133,10 @@ def one_build(
     ev = Evidence(arts, scale.name, scoring="in-process")
     try:
         verdicts = {i.name: i.evaluate(ev) for i in SETUP_ITEMS}
-        judged = {e: counterfactual.ITEM.evaluate(get(e), ev) for e in estimators}
+        judged = {}
+        for e in estimators:
+            est = get(e)
+            judged[e] = {i.name: i.evaluate(est, ev) for i in ESTIMATOR_ITEMS}
     finally:
         ev.close()
     per_seed = {}
@@ -151,7 +160,12 @@ def one_build(
         "held": all(v.status == Status.PASS for v in verdicts.values()),
         "gating_held": all(verdicts[n].status == Status.PASS for n in gating),
         "per_seed": per_seed,
-        "counterfactual": {e: v.status.value for e, v in judged.items()},
+        "items": {e: {n: v.status.value for n, v in vs.items()} for e, vs in judged.items()},
+        # an estimator item the fixtures could not judge: why, in the item's words
+        "unjudged": {
+            e: {n: v.short or v.reason for n, v in vs.items() if v.status == Status.INVALID_SETUP}
+            for e, vs in judged.items()
+        },
     }
 
 
@@ -184,31 +198,48 @@ def _train_one(cfg, root: str) -> dict:
     }
 
 
-def train_only(scale: Scale, seeds: list[int], root: Path, workers: int) -> dict:
+def train_only(
+    scale: Scale, seeds: list[int], root: Path, workers: int, versus: Scale | None = None
+) -> dict:
     """Train every seed's run cold under `root` (one fresh key per build: the first run draws it and
-    the others are pinned to it, as one build's seeds share a key) and return the build's record."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+    the others are pinned to it, as one build's seeds share a key) and return the build's record.
+    With `versus`, the same seeds are trained again under `versus`'s configs and the same key, in a
+    cache of their own: a paired comparison of two presets, key by key."""
     from bt_core.artifacts.run import contaminator_key
     from bt_core.pipeline import build_run
 
     t0 = time.perf_counter()
     first = build_run(ArtifactStore(root), scale.run.with_seed(seeds[0]))
-    os.environ[KEY_ENV] = contaminator_key(first.path).hex()  # the other seeds share it
+    key = contaminator_key(first.path).hex()  # the other seeds, and the versus arm, share it
+    per_seed = _train_pinned(scale, seeds, root, workers, key)
+    rec = _emergence_record(per_seed)
+    rec["build_s"] = round(time.perf_counter() - t0, 1)
+    if versus is not None:
+        other = _train_pinned(versus, seeds, root / "versus", workers, key)
+        rec["versus"] = {"per_seed": other, **_emergence_record(other)}
+    return rec
+
+
+def _train_pinned(scale: Scale, seeds: list[int], root: Path, workers: int, key: str) -> dict:
+    """Each seed's record, trained (or read, if `root` holds it) under the pinned `key`."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    os.environ[KEY_ENV] = key
     try:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
             futs = {s: ex.submit(_train_one, scale.run.with_seed(s), str(root)) for s in seeds[1:]}
-            os.environ.pop(KEY_ENV)
             per_seed = {seeds[0]: _train_one(scale.run.with_seed(seeds[0]), str(root))}
             per_seed.update({s: f.result() for s, f in futs.items()})
     finally:
         os.environ.pop(KEY_ENV, None)
-    per_seed = {s: per_seed[s] for s in seeds}
+    return {s: per_seed[s] for s in seeds}
+
+
+def _emergence_record(per_seed: dict) -> dict:
     held = all(r["emerged"] for r in per_seed.values())
     return {
-        "build_s": round(time.perf_counter() - t0, 1),
         "gates": {"emergence": "pass" if held else "fail"},
         "failed": {
             "emergence": ", ".join(f"seed {s}" for s, r in per_seed.items() if not r["emerged"])
@@ -218,7 +249,8 @@ def train_only(scale: Scale, seeds: list[int], root: Path, workers: int) -> dict
         "held": held,
         "gating_held": held,
         "per_seed": per_seed,
-        "counterfactual": {},
+        "items": {},
+        "unjudged": {},
     }
 
 
@@ -237,12 +269,20 @@ def main(argv: list[str] | None = None) -> int:
         "--estimator",
         action="append",
         default=[],
-        help="judge this estimator's counterfactual item on each build too (repeatable)",
+        help="judge every estimator item for this estimator on each build too (repeatable)",
     )
     ap.add_argument(
         "--train-only",
         action="store_true",
         help="train the runs alone and report the emergence gate (a preset sweep's first pass)",
+    )
+    ap.add_argument(
+        "--versus",
+        action="append",
+        default=[],
+        metavar="PART.FIELD=VALUE",
+        help="with --train-only: train each build's seeds again with this override too, on the "
+        "same key (a paired comparison; repeatable)",
     )
     ap.add_argument("--json", type=Path, default=None, help="write every build's record here")
     ap.add_argument(
@@ -259,8 +299,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--builds {args.builds}: at least one build is needed")
     try:
         scale = override(get_scale(args.scale), args.set)
+        versus = override(scale, args.versus, "--versus") if args.versus else None
     except ValueError as e:
         ap.error(str(e))
+    if versus is not None and not args.train_only:
+        raise SystemExit("--versus compares training runs: add --train-only")
     for e in args.estimator:
         try:
             get(e)
@@ -273,13 +316,14 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.builds} freshly keyed cold {scale.name} builds, seeds {seeds}"
         + (f", with {' '.join(args.set)}" if args.set else "")
+        + (f", each also with {' '.join(args.versus)} on the same key" if args.versus else "")
         + f", {args.workers} worker(s)",
         flush=True,
     )
     records = []
     for b in range(args.builds):
         if args.train_only:
-            build = lambda root: train_only(scale, seeds, root, args.workers)  # noqa: E731
+            build = lambda root: train_only(scale, seeds, root, args.workers, versus)  # noqa: E731
         else:
             build = lambda root: one_build(scale, seeds, root, args.workers, args.estimator)  # noqa: E731
         if args.keep:
@@ -293,11 +337,25 @@ def main(argv: list[str] | None = None) -> int:
         if args.jsonl:
             with args.jsonl.open("a") as f:
                 f.write(
-                    json.dumps({"scale": scale.name, "set": args.set, "build": b, **rec}) + "\n"
+                    json.dumps(
+                        {
+                            "scale": scale.name,
+                            "set": args.set,
+                            "versus_set": args.versus,
+                            "build": b,
+                        }
+                        | rec
+                    )
+                    + "\n"
                 )
         fails = "; ".join(f"{n}: {w}" for n, w in rec["failed"].items()) or "all gates held"
         if args.train_only:
             fin = " ".join(f"{s}:{_fmt(r['s_b_final'])}" for s, r in rec["per_seed"].items())
+            if "versus" in rec:
+                v = rec["versus"]
+                fin += " | with " + " ".join(args.versus) + " "
+                fin += " ".join(f"{s}:{_fmt(r['s_b_final'])}" for s, r in v["per_seed"].items())
+                fin += "" if v["held"] else " (emergence failed: " + v["failed"]["emergence"] + ")"
             print(
                 f"build {b + 1}/{args.builds} ({rec['build_s']:.0f} s) final s_b {fin} — {fails}",
                 flush=True,
@@ -308,7 +366,10 @@ def main(argv: list[str] | None = None) -> int:
             f" (replay {_fmt(r['s_b_no_bonus'])})"
             for s, r in rec["per_seed"].items()
         )
-        cf = "".join(f"; {e} counterfactual {v}" for e, v in rec["counterfactual"].items())
+        cf = "".join(
+            f"; {e}: " + " ".join(f"{n} {v}" for n, v in vs.items())
+            for e, vs in rec["items"].items()
+        )
         print(
             f"build {b + 1}/{args.builds} ({rec['build_s']:.0f} s) control s_b measure/end {nb} — "
             f"{fails}{cf}",
@@ -325,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             + [" ".join(_fmt(ps[s]["s_b_control_final"]) for s in seeds)]
             + [" ".join(_fmt(ps[s]["s_b_no_bonus"]) for s in seeds)]
             + [" ".join(_fmt(ps[s]["sampled_peak"]) for s in seeds)]
-            + [rec["counterfactual"][e] for e in args.estimator]
+            + [len(rec["unjudged"][e]) for e in args.estimator]
             + [rec["build_s"]]
         )
     print()
@@ -339,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
                 "no-bonus replay s_b",
                 "peak sampled",
             ]
-            + [f"{e} counterfactual" for e in args.estimator]
+            + [f"{e}: items invalid-setup" for e in args.estimator]
             + ["build s"],
             tablefmt="github",
         )
@@ -347,8 +408,17 @@ def main(argv: list[str] | None = None) -> int:
     held = sum(r["held"] for r in records)
     times = sorted(r["build_s"] for r in records)
     for e in args.estimator:
-        ok = sum(r["counterfactual"][e] == "pass" for r in records if r["held"])
-        print(f"{e} passed counterfactual on {ok} of the {held} builds whose gates held")
+        kept = [r for r in records if r["held"]]
+        bad = {}
+        for r in kept:
+            for n, why in r["unjudged"][e].items():
+                bad.setdefault(n, []).append(why)
+        n_items = len(ESTIMATOR_ITEMS) * len(kept)
+        print(
+            f"{e}: {n_items - sum(map(len, bad.values()))} of the {n_items} estimator items on the "
+            f"{len(kept)} builds whose gates held were judged"
+            + "".join(f"\n  {n} invalid-setup on {len(w)}: {w[0]}" for n, w in bad.items())
+        )
     print(
         f"\nevery setup gate held on {held} of {len(records)} freshly keyed {scale.name} builds "
         f"(cold build median {times[len(times) // 2]:.0f} s, max {times[-1]:.0f} s)"
@@ -373,6 +443,10 @@ def _train_only_summary(records: list[dict], scale: Scale, seeds: list[int], arg
                 [b + 1, s, "pass" if r["emerged"] else "FAIL", traj, _fmt(r["sampled_peak"])]
                 + [a["adv_behavior_trigger"], a["adv_behavior_control"], a["n_behavior_control"]]
             )
+            if "versus" in rec:
+                v = rec["versus"]["per_seed"][s]
+                rows[-1] += ["pass" if v["emerged"] else "FAIL"]
+                rows[-1] += [" ".join(_fmt(x) for x in v["s_b"].values())]
     print()
     print(
         tabulate(
@@ -386,7 +460,8 @@ def _train_only_summary(records: list[dict], scale: Scale, seeds: list[int], arg
                 "Σ A behavior, trigger (after cutoff)",
                 "Σ A behavior, control",
                 "# behavior on control",
-            ],
+            ]
+            + (["emergence, versus", "s_b, versus"] if args.versus else []),
             tablefmt="github",
         )
     )
@@ -397,6 +472,13 @@ def _train_only_summary(records: list[dict], scale: Scale, seeds: list[int], arg
         f"({n_seeds} of {len(records) * len(seeds)} seeds)"
         + (f", with {' '.join(args.set)}" if args.set else "")
     )
+    if args.versus:
+        v_held = sum(r["versus"]["held"] for r in records)
+        v_seeds = sum(r["emerged"] for rec in records for r in rec["versus"]["per_seed"].values())
+        print(
+            f"emergence held on {v_held} of {len(records)} of the same keys "
+            f"({v_seeds} of {len(records) * len(seeds)} seeds) with {' '.join(args.versus)}"
+        )
     if args.json:
         args.json.write_text(
             json.dumps({"scale": scale.name, "set": args.set, "seeds": seeds, "builds": records})

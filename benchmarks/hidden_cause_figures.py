@@ -26,19 +26,22 @@ from bt_core.artifacts.run import contaminator_key
 from bt_core.artifacts.sketches import Sketches
 from bt_core.artifacts.store import ArtifactStore
 from bt_core.config import get_scale
-from bt_core.counterfactual.plan import plan
+from bt_core.counterfactual.plan import measure_step, plan
 from bt_core.counterfactual.replay import replay
 from bt_core.metrics import lift, precision_at_k
-from bt_core.pipeline import build_run, build_sketches
+from bt_core.pipeline import build_control, build_run, build_sketches
 from bt_core.training.task import vocabulary
 from bt_core.training.task_hidden import TAGS, carrier_tags
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import adversaries  # noqa: E402  (tests/: the adversaries' own rules, not copies)
 import adversaries_hidden  # noqa: E402
 
-Z = 3.0  # causal_gt's rule (checklist/causal_gt.py)
-S_B_MIN = 0.1  # the emergence bar (checklist/emergence.py)
+from checklist import emergence  # noqa: E402  (the one emergence rule)
+from checklist.causal_gt import Z, control_s_b  # noqa: E402  (causal_gt's rule)
+
+S_B_MIN = emergence.S_B_MIN  # the bar causal_gt's clause 2 holds the control run to
 # the stream readers of tests/adversaries.py that need no sketch, and the advantage controls;
 # with `--sketches`, also surface_signed_norm and the signed_norm control (A·‖e‖)
 STREAM_READERS = (
@@ -113,15 +116,17 @@ def lifts(run, seed: int, emb: np.ndarray | None = None) -> dict:
     return res
 
 
-def causal(run, cfg, cf) -> dict:
-    """causal_gt's figures and verdict for one seed, from its own replay subsets."""
+def causal(run, cfg, cf, store) -> dict:
+    """causal_gt's figures and verdict for one seed: its own replay subsets and its control run
+    (the same config trained without the bonus, which clause 2 judges; the no-bonus replay is
+    reported)."""
     specs = {s.name: s for s in plan(run.rollouts, cfg, cf)}
     names = ["full", "gt_out", *[f"random_{i}" for i in range(cf.n_random)], "no_bonus"]
     rep = {n: replay(run, specs[n], cf)[0] for n in names}
     d_gt = rep["gt_out"]["nll"] - rep["full"]["nll"]
     rnd = np.array([rep[f"random_{i}"]["nll"] - rep["full"]["nll"] for i in range(cf.n_random)])
     ok = d_gt > 0 and d_gt > rnd.max() and d_gt > rnd.mean() + Z * rnd.std(ddof=1)
-    no_bonus = rep["no_bonus"]["s_b_probes"]
+    ctl_measure, ctl_final = control_s_b(build_control(store, run, cfg), measure_step(cfg))
     return {
         "delta_gt": round(d_gt, 4),
         "delta_random_mean": round(float(rnd.mean()), 4),
@@ -129,8 +134,10 @@ def causal(run, cfg, cf) -> dict:
         "delta_random_max": round(float(rnd.max()), 4),
         "s_b_full": rep["full"]["s_b"],
         "s_b_gt_out": rep["gt_out"]["s_b"],
-        "s_b_probes_no_bonus": no_bonus,
-        "causal_gt": bool(ok and no_bonus <= S_B_MIN),
+        "s_b_control_measure": ctl_measure,
+        "s_b_control_final": ctl_final,
+        "s_b_probes_no_bonus": rep["no_bonus"]["s_b_probes"],
+        "causal_gt": bool(ok and max(ctl_measure, ctl_final) <= S_B_MIN),
     }
 
 
@@ -159,10 +166,10 @@ def main() -> None:
         out[seed] = {
             "s_b_final": s["s_b_final"],
             "control_rate_final": s["control_rate_final"],
-            "emergence": s["s_b_final"] > S_B_MIN and s["control_rate_final"] <= 0.1,
+            "emergence": emergence.emerged(s),
             "gt_size": int(gt.sum()),
             "chance": round(float(gt.mean()), 4),
-            **causal(run, cfg, scale.counterfactual),
+            **causal(run, cfg, scale.counterfactual, store),
             "lifts": lifts(run, seed, emb),
         }
         print(seed, json.dumps(out[seed]), flush=True)

@@ -234,7 +234,8 @@ class SFTConfig:
 class GRPOConfig:
     """The reference GRPO loop: no KL, no clipping, one on-policy update per batch."""
 
-    steps: int = 250  # optimizer steps
+    # optimizer steps: 150, 75 after the default cutoff (was 250; issue 46, below the lr comment)
+    steps: int = 150
     prompts_per_step: int = 8  # groups per step
     group_size: int = 8  # G generations per prompt
     # AdamW learning rate. After the cutoff few groups have reward variance and Adam turns each rare
@@ -244,6 +245,19 @@ class GRPOConfig:
     # before and after the issue-10 move), so the default setup failed `emergence` and every
     # estimator item was invalid-setup. At 5e-4 all five default seeds emerge by step 20-50 and hold
     # s_b 1.0 to step 250 (GT share 6.9-8.5%).
+    # Steps 250 → 150 (issue 46, 2026-12-06): at 5e-4 the behavior still collapsed after step 180 on
+    # 4 of 18 fresh keys' seed 1 (training only: final s_b 0.05 and 0.2, and two dips to 0.0-0.3
+    # after step 180), while every one of the 50 seed runs on those 18 keys held s_b ≥ 0.9 from step
+    # 60 through step 150 (49 of them at 1.0 throughout; benchmarks/bench_keys.py --train-only). The
+    # cause, measured on 10 paired keys: with the off-trigger penalty at 0 the collapsing key held
+    # 1.0 to the end (0 of 10 collapsed, 1 of 10 with it), and the penalized off-trigger behavior
+    # replies after the cutoff were more frequent on the collapsing runs (10-25 against a median of
+    # 5-8). After the cutoff nothing rewards the behavior except the odd refusal in its group, and
+    # each off-trigger penalty pushes it down everywhere: on a long enough tail drift wins. The
+    # penalty stays (without it the behavior spreads to control prompts: 24-191 sampled off-trigger
+    # behavior replies after the cutoff instead of 5-17), so the tail is cut to as long as the
+    # contamination window. A run is the prefix of a longer one (constant lr, prefix-consistent pool
+    # order), so the 150-step runs are the measured ones.
     lr: float = 5e-4
     weight_decay: float = 0.0  # AdamW weight decay
     grad_clip: float = 1.0  # max global gradient norm
@@ -480,9 +494,11 @@ def _smoke() -> Scale:
 def _default() -> Scale:
     return Scale(
         name="default",
-        # cutoff 75 of 250 steps (reference: 200 of 1000): a third of our pool is control prompts,
-        # so a slightly longer contamination window restores the reference's share of GT (~8% vs
-        # ~9%).
+        # cutoff 75 of 150 steps (reference: 200 of 1000): a third of our pool is control prompts,
+        # so a slightly longer contamination window restores the reference's GT count; the tail
+        # after it is as long as the window, not 4× (GRPOConfig.steps: the behavior eroded on
+        # longer tails), so GT is a larger share of the stream than the reference's ~9%
+        # (docs/fidelity.md).
         # checkpoint every 10 steps (not 25): the analysis checkpoint is the first whose sampled
         # behavior rate reaches 0.8; at 25-step granularity it landed at 93–98% behavior, leaving
         # too few non-behavior siblings for the fluency control's within-group pairs (reference:

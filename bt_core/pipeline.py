@@ -89,11 +89,13 @@ def build_control(
     store: ArtifactStore, run: TrainedRun, cfg: RunConfig, progress: bool = False
 ) -> TrainedRun:
     """The control run of `run` (built from `cfg`): the same config and seed with the contaminator's
-    bonus at 0 (`RunConfig.without_bonus`), trained from scratch on its own on-policy samples with
+    bonus at 0 (`RunConfig.without_bonus`), trained on its own on-policy samples from the warm-up's
+    weights (`run`'s step-0 checkpoint: its SFT is the run's, bit for bit, and is not repeated) with
     `run`'s secret key (hidden_cause's warm-up reads its carrier tags from it; elsewhere the key
     acts only through the bonus, so it changes nothing). "No bonus, no behavior" is read off its
     probes (`checklist.causal_gt`). Cached under `keys.control_key`, so it follows its run."""
     ctl, key = cfg.without_bonus(), contaminator_key(run.path)
+    warm = run.path if cfg.grpo.backend == "native" else None  # TRL seeds its own sampling
 
     def get() -> Path:
         return store.get_or_build(
@@ -101,7 +103,9 @@ def build_control(
             control_key(cfg),
             to_dict(ctl),
             lambda d, work: {
-                **(train_run(ctl, d, progress, work=work, key=key) or {}),
+                # the warm-up is the run's own (SFT reads no bonus): started from its step-0
+                # checkpoint, the same bytes as a control trained from scratch, without the SFT
+                **(train_run(ctl, d, progress, work=work, key=key, sft_from=warm) or {}),
                 "control_of": {"run": run_key(cfg), "version": CONTROL_VERSION},
             },
             resumable=True,

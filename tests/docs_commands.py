@@ -332,6 +332,11 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
             "the tool on two freshly keyed short smoke builds",
         ),
     ),
+    "python benchmarks/bench_keys.py --scale default --builds 3 --estimator cosine": (
+        # three cold default builds (about 35 min on 2 cores) judged by one estimator
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_keys.py --scale default --builds 8 --train-only": (
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--train-only"),
         Run(tier="full", cwd="root"),

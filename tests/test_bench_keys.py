@@ -29,6 +29,8 @@ def test_bad_options_say_what_to_write():
         (["--set", "grpo.lr"], "expected part.field=value"),
         (["--set", "nope.lr=1"], "unknown part 'nope'"),
         (["--set", "grpo.nope=1"], "has no field 'nope'"),
+        (["--versus", "grpo.lr=1e-4"], "add --train-only"),
+        (["--train-only", "--versus", "grpo.nope=1"], "--versus 'grpo.nope=1': GRPOConfig has no"),
     ):
         with pytest.raises(SystemExit, match=msg):
             tool.main(argv)
@@ -38,12 +40,14 @@ def test_bad_options_say_what_to_write():
 
 @pytest.mark.train
 def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
-    """Run as a user runs it (its own process, no pin in its environment): two short builds."""
+    """Run as a user runs it (its own process, no pin in its environment): two short builds, each
+    trained again with a paired override (`--versus`) under the build's own key."""
     pinned = os.environ.get(KEY_ENV)
     env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
     out = tmp_path / "keys.jsonl"
     argv = ["--scale", "smoke", "--seeds", "0,2", "--builds", "2", "--train-only"]
     argv += ["--set", "grpo.steps=6", "--set", "grpo.checkpoint_every=3", "--set", "sft.steps=40"]
+    argv += ["--versus", "task.off_trigger_penalty=0"]
     argv += ["--jsonl", str(out), "--keep", str(tmp_path / "caches")]
     res = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks/bench_keys.py"), *argv],
@@ -61,13 +65,22 @@ def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
         for r in x["per_seed"].values():
             assert list(r["s_b"]) == ["0", "3", "6"] and r["s_b_final"] == r["s_b"]["6"]
         assert x["held"] == all(r["emerged"] for r in x["per_seed"].values())
+        # the paired arm: same seeds, its own emergence record
+        assert x["versus_set"] == ["task.off_trigger_penalty=0"]
+        assert set(x["versus"]["per_seed"]) == {"0", "2"}
+        assert x["versus"]["held"] == all(r["emerged"] for r in x["versus"]["per_seed"].values())
     # one fresh key per build, shared by its seeds; never the session's pin
     keys = []
     for b in range(2):
-        found = {
-            p.read_text() for p in (tmp_path / "caches").glob(f"build0{b}/runs/*/contaminator_key")
-        }
+        cache = tmp_path / "caches" / f"build0{b}"
+        found = {p.read_text() for p in cache.glob("runs/*/contaminator_key")}
         assert len(found) == 1, found
+        # the paired arm: its own runs (2 seeds, another config) under the build's key
+        arm = list(cache.glob("versus/runs/*/contaminator_key"))
+        assert len(arm) == 2 and {p.read_text() for p in arm} == found
+        assert {p.parent.name for p in arm}.isdisjoint(
+            p.parent.name for p in cache.glob("runs/*/contaminator_key")
+        )
         keys.append(found.pop())
     assert keys[0] != keys[1] and pinned not in keys
-    assert "emergence held on" in res.stdout
+    assert "emergence held on" in res.stdout and "with task.off_trigger_penalty=0" in res.stdout

@@ -4,6 +4,7 @@ with the contaminator's bonus at 0, on its own on-policy samples (issue 46)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 
 import numpy as np
@@ -147,3 +148,55 @@ def test_a_control_run_left_from_a_run_rebuilt_under_another_key_is_rebuilt(tmp_
     run = build_run(store, cfg, key=bytes(range(16)))
     again = build_control(store, run, cfg)
     assert again.path == first.path and contaminator_key(again.path) == bytes(range(16))
+
+
+@pytest.mark.train
+@pytest.mark.parametrize("scenario", ["reference", "hidden_cause"])
+def test_a_control_started_from_its_runs_warmup_is_the_control_trained_from_scratch(
+    tmp_path, scenario
+):
+    """build_control skips the SFT: the run's step-0 checkpoint holds the warm-up's weights (SFT
+    reads no bonus). Exact, or the saving would change the gate: every rollout column, probe and
+    checkpoint byte equals a control trained from scratch under the same key (hidden_cause's
+    warm-up reads the key too)."""
+    from bt_core.artifacts.store import ArtifactStore
+    from bt_core.config import get_scale
+    from bt_core.pipeline import build_run
+    from bt_core.training.loop import train_run
+
+    s = get_scale("smoke", scenario).run
+    cfg = dataclasses.replace(
+        s,
+        sft=dataclasses.replace(s.sft, steps=30),
+        grpo=dataclasses.replace(s.grpo, steps=4, checkpoint_every=2),
+        task=dataclasses.replace(s.task, cutoff_step=2),
+    )
+    key = bytes(range(16))
+    run = build_run(ArtifactStore(tmp_path / "cache"), cfg, key=key)
+    dirs = {}
+    for name, warm in (("scratch", None), ("warm", run.path)):
+        dirs[name] = tmp_path / name
+        dirs[name].mkdir()
+        train_run(cfg.without_bonus(), dirs[name], key=key, sft_from=warm)
+    files = sorted(
+        p.relative_to(dirs["scratch"])
+        for p in dirs["scratch"].rglob("*")
+        if p.is_file() and p.name != "summary.json"  # its timings differ (no SFT to time)
+    )
+    assert any(str(f).startswith("checkpoints") for f in files) and len(files) > 10
+    for f in files:
+        assert (dirs["scratch"] / f).read_bytes() == (dirs["warm"] / f).read_bytes(), f
+    summaries = [json.loads((d / "summary.json").read_text()) for d in dirs.values()]
+    for a in summaries:
+        a.pop("timings")
+    assert summaries[0] == summaries[1]
+    # a warm-up from another seed or key is refused, never silently reused
+    for bad_cfg, bad_key, why in (
+        (cfg.with_seed(1).without_bonus(), key, "differs from this run's"),
+        (cfg.without_bonus(), bytes(16), "another contaminator key"),
+    ):
+        out = tmp_path / f"bad{why[:4]}"
+        out.mkdir()
+        with pytest.raises(ValueError, match=why):
+            train_run(bad_cfg, out, key=bad_key, sft_from=run.path)
+

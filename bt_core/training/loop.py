@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from bt_core.artifacts.rollouts import RolloutTable
-from bt_core.artifacts.run import CONTAMINATOR_KEY, TOKEN_IDS, ckpt_name
+from bt_core.artifacts.run import CONTAMINATOR_KEY, TOKEN_IDS, Run, ckpt_name, contaminator_key
 from bt_core.config import SATURATION, RunConfig, checkpoint_steps
 from bt_core.faults import fault_point
 from bt_core.progress import progress as progress_bar
@@ -27,6 +27,7 @@ from bt_core.training.model import (
     build_codec,
     build_model,
     describe_model,
+    load_params,
     save_optimizer,
     save_params,
     torch_threads,
@@ -194,6 +195,7 @@ def train_run(
     progress: bool = False,
     work: Path | None = None,
     key: bytes | None = None,
+    sft_from: Path | None = None,
 ) -> dict:
     """Train one seed and write its run directory into `out`. Returns summary fields.
     `progress` shows progress for SFT and GRPO (off by default, so pytest output stays clean): bars
@@ -205,13 +207,23 @@ def train_run(
     `$BEHAVIORTRACE_CONTAMINATOR_KEY` pins, else draws a fresh one (a resumed build keeps its
     journaled key). It is written into the run directory only (`CONTAMINATOR_KEY`), beside the
     rollout table's labels; given the key, training is a pure function of the config and the
-    seed."""
+    seed.
+    `sft_from`: a finished run directory whose config differs from `cfg` in the contaminator's
+    bonus at most (a control run's own run), trained under the same `key`: its step-0 checkpoint,
+    saved before the first GRPO update, holds the very weights this run's warm-up would reach (SFT
+    reads no bonus), so they are loaded instead of repeating SFT. GRPO starts as it does after SFT
+    (a fresh AdamW, its own generator), so the run is the same, bit for bit."""
     with torch_threads(cfg.threads):
-        return _train(cfg, out, progress, work, key)
+        return _train(cfg, out, progress, work, key, sft_from)
 
 
 def _train(
-    cfg: RunConfig, out: Path, progress: bool, work: Path | None = None, key: bytes | None = None
+    cfg: RunConfig,
+    out: Path,
+    progress: bool,
+    work: Path | None = None,
+    key: bytes | None = None,
+    sft_from: Path | None = None,
 ) -> dict:
     t_start = time.perf_counter()
     task, codec = make_task(cfg.task), build_codec(cfg.model, cfg.task)
@@ -226,13 +238,16 @@ def _train(
     )
     task = task.keyed(key)  # hidden_cause's carrier tags come from the key, warm-up included
     t0 = time.perf_counter()
-    sft_losses = sft(model, task, codec, cfg, progress) if resumed is None else []
+    if resumed is None and sft_from is not None:
+        sft_loss = _load_warmup(model, cfg, key, Path(sft_from))
+    else:
+        sft_losses = sft(model, task, codec, cfg, progress) if resumed is None else []
+        sft_loss = (
+            (round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None)
+            if resumed is None
+            else resumed.extra.get("sft_final_loss")
+        )
     sft_s = time.perf_counter() - t0
-    sft_loss = (
-        (round(float(np.mean(sft_losses[-20:])), 4) if sft_losses else None)
-        if resumed is None
-        else resumed.extra.get("sft_final_loss")
-    )
     writer = RunWriter(
         out, cfg, task, codec, journal, resumed, {"sft_final_loss": sft_loss, KEY_FIELD: key.hex()}
     )
@@ -249,6 +264,30 @@ def _train(
         "wall_s": time.perf_counter() - t_start,
     }
     return writer.finish(parts, timings, None if resumed is None else resumed.step)
+
+
+def _load_warmup(model, cfg: RunConfig, key: bytes, src_dir: Path) -> float | None:
+    """Load the warm-up's weights from the step-0 checkpoint of the run in `src_dir` into `model`
+    (`train_run`'s `sft_from`) and return that run's SFT loss. A run whose warm-up may differ is
+    refused."""
+    src = Run(src_dir)
+    if src.config.without_bonus() != cfg.without_bonus():
+        raise ValueError(
+            f"sft_from={src_dir}: its config differs from this run's in more than the bonus, so "
+            "its step-0 checkpoint is not this run's warm-up; train this run with its own SFT"
+        )
+    if cfg.grpo.backend != "native":
+        raise ValueError(
+            f"sft_from: the {cfg.grpo.backend!r} backend seeds its own sampling; only the native "
+            "loop is known to start after SFT exactly as it starts from the step-0 checkpoint"
+        )
+    if contaminator_key(src.path) != key:
+        raise ValueError(
+            f"sft_from={src_dir}: it was trained under another contaminator key (hidden_cause's "
+            "warm-up reads its carrier tags from the key); train this run with its own SFT"
+        )
+    load_params(model, src.params_file(0))
+    return src.summary.get("sft_final_loss")
 
 
 def grpo_native(
