@@ -163,7 +163,7 @@ def test_cache_info_reports_sizes_and_leftovers(cache, capsys):
     assert (
         "sketches" in out
         and "stale: no live owner" in out
-        and "cache clean --stale-only --yes" in out
+        and f"cache clean --bt-cache {cache} --stale-only --yes" in out  # runs as printed
     )
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -292,5 +293,10 @@ def _print_info(rep: dict, as_json: bool) -> int:
         )
         print(f"  {e['state']:8s} {e['path']}  {human(e['bytes'])}  {what}")
     if any(not e["busy"] for e in rep["leftovers"]):
-        print("remove stale leftovers with: behaviortrace cache clean --stale-only --yes")
+        # runs as printed: the cache it reported on, quoted for a shell
+        root = shlex.quote(str(rep["root"]))
+        print(
+            "remove stale leftovers with: "
+            f"behaviortrace cache clean --bt-cache {root} --stale-only --yes"
+        )
     return 0
