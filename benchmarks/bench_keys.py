@@ -169,14 +169,15 @@ def one_build(
     }
 
 
-def _train_one(cfg, root: str) -> dict:
-    """Worker: train one run under `root` (its key drawn fresh) and return its per-seed record."""
+def _train_one(cfg, root: str, key: str | None = None) -> dict:
+    """Worker: train one run under `root` (under `key`, hex, else the pinned one, else a fresh one)
+    and return its per-seed record."""
     import numpy as np
 
     from bt_core.pipeline import build_run
     from checklist import emergence
 
-    run = build_run(ArtifactStore(Path(root)), cfg)
+    run = build_run(ArtifactStore(Path(root)), cfg, key=bytes.fromhex(key) if key else None)
     t, s = run.rollouts, run.summary
     after = np.asarray(t.step) >= cfg.task.cutoff_step
     beh, trig, adv = np.asarray(t.behavior), np.asarray(t.trigger), np.asarray(t.advantage, float)
@@ -225,15 +226,17 @@ def _train_pinned(scale: Scale, seeds: list[int], root: Path, workers: int, key:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    os.environ[KEY_ENV] = key
-    try:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+        os.environ[KEY_ENV] = key  # the workers, spawned by the submits, inherit the pin
+        try:
             futs = {s: ex.submit(_train_one, scale.run.with_seed(s), str(root)) for s in seeds[1:]}
-            per_seed = {seeds[0]: _train_one(scale.run.with_seed(seeds[0]), str(root))}
-            per_seed.update({s: f.result() for s, f in futs.items()})
-    finally:
-        os.environ.pop(KEY_ENV, None)
+        finally:
+            os.environ.pop(KEY_ENV, None)
+        # here unpinned, with the key given: the main arm's first run is the one `train_only`
+        # built (a pin would change its cache key and train it again); the versus arm's is trained
+        per_seed = {seeds[0]: _train_one(scale.run.with_seed(seeds[0]), str(root), key)}
+        per_seed.update({s: f.result() for s, f in futs.items()})
     return {s: per_seed[s] for s in seeds}
 
 
@@ -481,7 +484,15 @@ def _train_only_summary(records: list[dict], scale: Scale, seeds: list[int], arg
         )
     if args.json:
         args.json.write_text(
-            json.dumps({"scale": scale.name, "set": args.set, "seeds": seeds, "builds": records})
+            json.dumps(
+                {
+                    "scale": scale.name,
+                    "set": args.set,
+                    "versus_set": args.versus,
+                    "seeds": seeds,
+                    "builds": records,
+                }
+            )
         )
     return 0
 

@@ -4,8 +4,10 @@ and rule, and the rollout-level lifts of the text and reward readers on the stre
     python benchmarks/hidden_cause_figures.py --scale default --seeds 0,1,2,3,4 --bt-cache DIR
 
 Trains each seed into the cache (or loads it), replays causal_gt's own subsets from
-`counterfactual.plan` (full, gt_out, the random removals, no_bonus) without the LDS subsets, and
-judges them by the item's rule. The lifts are the adversaries' own scores (`tests/adversaries.py`,
+`counterfactual.plan` (full, gt_out, the random removals, no_bonus) without the LDS subsets,
+trains each seed's control run (no bonus, started from its run's warm-up: `build_control`), and
+judges them by the item's rule (clause 2 on the control run; the no-bonus replay is reported).
+The lifts are the adversaries' own scores (`tests/adversaries.py`,
 `tests/adversaries_hidden.py`, with their 1e-6 keyed tie noise) on the stream; the surface baseline
 is tie-aware, without noise. The keyed carrier readers read the run's secret key (which no estimator
 sees) to show what the key hides.

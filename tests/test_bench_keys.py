@@ -73,7 +73,9 @@ def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
     keys = []
     for b in range(2):
         cache = tmp_path / "caches" / f"build0{b}"
-        found = {p.read_text() for p in cache.glob("runs/*/contaminator_key")}
+        main = list(cache.glob("runs/*/contaminator_key"))
+        assert len(main) == 2  # one run a seed: the first is read back, never trained twice
+        found = {p.read_text() for p in main}
         assert len(found) == 1, found
         # the paired arm: its own runs (2 seeds, another config) under the build's key
         arm = list(cache.glob("versus/runs/*/contaminator_key"))

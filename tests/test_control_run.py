@@ -199,4 +199,3 @@ def test_a_control_started_from_its_runs_warmup_is_the_control_trained_from_scra
         out.mkdir()
         with pytest.raises(ValueError, match=why):
             train_run(bad_cfg, out, key=bad_key, sft_from=run.path)
-

@@ -117,8 +117,8 @@ _ROW_NORMS: dict[int, tuple[weakref.ref, np.ndarray]] = {}
 def row_norms(emb: np.ndarray) -> np.ndarray:
     """‖e_u‖ per row of `emb`, (n_units,) float64, read-only. Computed once per read-only array
     object and memoized while it lives: a judging session asked for the norms of each seed's
-    (16,000 × 8,192) stream sketches three times (the controls and `norm_only`), 0.5 GB read each
-    time. A writable array is never memoized (its rows could change)."""
+    (16,000 × 8,192 before issue 46) stream sketches three times (the controls and `norm_only`),
+    0.5 GB read each time. A writable array is never memoized (its rows could change)."""
     hit = _ROW_NORMS.get(id(emb))
     if hit is not None and hit[0]() is emb:
         return hit[1]

@@ -17,7 +17,7 @@ call per checkpoint.
 
 Scale: these run per-example gradients through a library on CPU, within seconds on a draw (a few
 hundred siblings). On the training stream they would take gradients of every rollout at its
-checkpoint — about a minute per seed at smoke on 2 cores, far more at the default scale (16,000
+checkpoint — about a minute per seed at smoke on 2 cores, far more at the default scale (9,600
 rollouts) — so by default they *decline* stream problems (`bt_core.attribution.registry.Declined`;
 the checklist reports the item as failed with `declined=True` and this reason) and score draws only.
 `stream=True` lifts that; `max_units` (default 2,000) still refuses anything larger with
