@@ -426,13 +426,15 @@ def main(argv: list[str] | None = None) -> int:
         f"\nevery setup gate held on {held} of {len(records)} freshly keyed {scale.name} builds "
         f"(cold build median {times[len(times) // 2]:.0f} s, max {times[-1]:.0f} s)"
     )
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {"scale": scale.name, "set": args.set, "seeds": seeds, "builds": records}, indent=1
-            )
-        )
+    _write_json(args, scale, seeds, records)
     return 0
+
+
+def _write_json(args, scale: Scale, seeds: list[int], records: list[dict]) -> None:
+    """`--json`: every build's record, with what the campaign overrode."""
+    if args.json:
+        doc = {"scale": scale.name, "set": args.set, "versus_set": args.versus, "seeds": seeds}
+        args.json.write_text(json.dumps({**doc, "builds": records}, indent=1))
 
 
 def _train_only_summary(records: list[dict], scale: Scale, seeds: list[int], args) -> int:
@@ -482,18 +484,7 @@ def _train_only_summary(records: list[dict], scale: Scale, seeds: list[int], arg
             f"emergence held on {v_held} of {len(records)} of the same keys "
             f"({v_seeds} of {len(records) * len(seeds)} seeds) with {' '.join(args.versus)}"
         )
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "scale": scale.name,
-                    "set": args.set,
-                    "versus_set": args.versus,
-                    "seeds": seeds,
-                    "builds": records,
-                }
-            )
-        )
+    _write_json(args, scale, seeds, records)
     return 0
 
 

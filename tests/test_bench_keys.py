@@ -48,7 +48,8 @@ def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
     argv = ["--scale", "smoke", "--seeds", "0,2", "--builds", "2", "--train-only"]
     argv += ["--set", "grpo.steps=6", "--set", "grpo.checkpoint_every=3", "--set", "sft.steps=40"]
     argv += ["--versus", "task.off_trigger_penalty=0"]
-    argv += ["--jsonl", str(out), "--keep", str(tmp_path / "caches")]
+    argv += ["--jsonl", str(out), "--json", str(tmp_path / "all.json")]
+    argv += ["--keep", str(tmp_path / "caches")]
     res = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks/bench_keys.py"), *argv],
         env=env,
@@ -59,6 +60,8 @@ def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     lines = [json.loads(x) for x in out.read_text().splitlines()]
+    whole = json.loads((tmp_path / "all.json").read_text())  # --json: the same builds, in one file
+    assert whole["versus_set"] == ["task.off_trigger_penalty=0"] and len(whole["builds"]) == 2
     assert [x["build"] for x in lines] == [0, 1]
     for x in lines:
         assert set(x["per_seed"]) == {"0", "2"} and x["set"][0] == "grpo.steps=6"

@@ -33,7 +33,9 @@ HIDDEN_CAUSE_VERSION = 2
 # the same bits; the norms differ in the last float32 digits, so a version-1 sketch is never reused.
 SKETCH_VERSION = 2
 # The control run's definition version (`control_key`): 1 is the run's config with the bonus at 0,
-# trained from scratch with the run's own contaminator key on its own on-policy samples.
+# trained with the run's own contaminator key on its own on-policy samples. Starting it from the
+# run's step-0 checkpoint instead of repeating the SFT gives the same bytes (a test compares them),
+# so that saving kept version 1.
 CONTROL_VERSION = 1
 
 
