@@ -438,3 +438,22 @@ def test_a_scorecard_judged_on_the_smoke_fixtures_renders(smoke_evidence, tmp_pa
     # its own lift row
     assert any(line.startswith("plugin_advantage") for line in text.splitlines())
     assert "plugin_advantage (method)" in text  # and its why per item
+
+
+def test_a_session_of_controls_alone_says_no_method_was_run(tmp_path):
+    """Not "0 of the 0 methods": the summary and the page say that no method was run."""
+    from bt_core.reporting import summary
+
+    data = _data()
+    data["records"] = [
+        r for r in data["records"] if r["estimator"] == "setup" or summary.role(r) != "method"
+    ]
+    assert summary.judged_counts(data)["method"] == 0
+    path = tmp_path / "scorecard.json"
+    path.write_text(json.dumps(data))
+    html = render_all(path)["html"].read_text()
+    text = " ".join(summary.headline(data))
+    for out in (html, text):
+        assert "no method was run" in out and "of the 0 methods" not in out
+    full = _data()
+    assert "of the 2 methods" in " ".join(summary.headline(full))

@@ -224,8 +224,7 @@ def summary_section(data: dict) -> str:
         '<div class="card"><h3>Estimators judged</h3><div '
         f'class="big">{counts["judged_everywhere"]} of '
         f"{counts['estimators']}</div><p>judged (pass or fail) on every item — "
-        f"<b>{counts['methods_judged']} of "
-        f"the {summary.plural(counts['method'], 'method')}</b>; {counts['held_back']} held back "
+        f"<b>{summary.methods_judged(counts)}</b>; {counts['held_back']} held back "
         "as invalid-setup on at least one. "
         f"{summary.plural(counts['method'], 'method')}, "
         f"{summary.plural(counts['control'], 'built-in control')}, "

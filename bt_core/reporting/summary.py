@@ -116,6 +116,14 @@ def best(data: dict) -> dict[str, dict | None]:
     return out
 
 
+def methods_judged(counts: dict[str, int]) -> str:
+    """How many of the methods were judged on every item, in words (terminal and page); a session
+    of controls alone says so instead of "0 of the 0 methods"."""
+    if not counts["method"]:
+        return "no method was run"
+    return f"{counts['methods_judged']} of the {plural(counts['method'], 'method')}"
+
+
 def judged_counts(data: dict) -> dict[str, int]:
     """How many estimators were judged (pass or fail) on every item, and how many were held back on
     some."""
@@ -157,7 +165,7 @@ def headline(data: dict) -> list[str]:
         f"Estimators: {counts['estimators']} ({plural(counts['method'], 'method')}, "
         f"{plural(counts['control'], 'control')}, {counts['validation']} validation); "
         f"{counts['judged_everywhere']} judged (pass or fail) on every item — "
-        f"{counts['methods_judged']} of the {plural(counts['method'], 'method')} — and "
+        f"{methods_judged(counts)} — and "
         f"{counts['held_back']} held back as invalid-setup on at least one."
     )
     return lines
