@@ -166,6 +166,19 @@ def one_build(
             e: {n: v.short or v.reason for n, v in vs.items() if v.status == Status.INVALID_SETUP}
             for e, vs in judged.items()
         },
+        # and each unjudged seed's own reason, to tell the fixture's fault from the item's
+        "unjudged_seeds": {
+            e: {
+                n: {
+                    str(s): r.get("why", "")
+                    for s, r in v.figures.get("per_seed", {}).items()
+                    if r.get("status") == Status.INVALID_SETUP
+                }
+                for n, v in vs.items()
+                if v.status == Status.INVALID_SETUP
+            }
+            for e, vs in judged.items()
+        },
     }
 
 
@@ -254,6 +267,7 @@ def _emergence_record(per_seed: dict) -> dict:
         "per_seed": per_seed,
         "items": {},
         "unjudged": {},
+        "unjudged_seeds": {},
     }
 
 

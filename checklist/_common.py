@@ -218,7 +218,7 @@ def margin_phrase(m: dict) -> str:
 def seed_short(status: str, per_seed: dict, margin: dict) -> str:
     """The verdict in one line: the deciding comparison of its worst seed (pass: the one it beats
     least; fail: the one it loses to worst), or the worst seed's own reason where no comparison
-    shows it."""
+    shows it or the item was not judged (invalid-setup: why the evidence is unusable leads)."""
     bad = (
         [s for s, r in per_seed.items() if r["status"] == status]
         if status != Status.PASS
@@ -229,7 +229,13 @@ def seed_short(status: str, per_seed: dict, margin: dict) -> str:
     worst = ranked[0] if ranked else None
     m = seeds.get(str(worst)) if worst is not None else None
     tag = f", seed {worst}" if len(per_seed) > 1 else ""
-    if m and m["versus"] and (status == Status.PASS or _low(m) <= 0):
+    # not judged: its own reason leads (a comparison it lost is not what decided it)
+    if (
+        m
+        and m["versus"]
+        and status != Status.INVALID_SETUP
+        and (status == Status.PASS or _low(m) <= 0)
+    ):
         return margin_phrase(m) + (
             tag if status != Status.PASS else f" (worst seed {worst})" if tag else ""
         )

@@ -68,6 +68,7 @@ def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
         for r in x["per_seed"].values():
             assert list(r["s_b"]) == ["0", "3", "6"] and r["s_b_final"] == r["s_b"]["6"]
         assert x["held"] == all(r["emerged"] for r in x["per_seed"].values())
+        assert x["unjudged"] == x["unjudged_seeds"] == {}  # no item judged: the same record keys
         # the paired arm: same seeds, its own emergence record
         assert x["versus_set"] == ["task.off_trigger_penalty=0"]
         assert set(x["versus"]["per_seed"]) == {"0", "2"}

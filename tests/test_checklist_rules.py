@@ -195,3 +195,24 @@ def test_a_draw_without_a_mixed_sibling_group_is_invalid_before_the_estimator_is
         and r["status"] in ("pass", "fail")
         and r["raw_auc"] == 1.0
     )
+
+
+def test_a_seed_not_judged_leads_its_one_line_with_why_not_a_comparison_it_lost():
+    """A seed whose evidence is unusable decides an invalid-setup verdict; its line says why it was
+    not judged, though a comparison it lost was recorded beside (the grid showed "loses to
+    norm_only (causal) by 0.27" for an item that was never judged)."""
+    from behaviortrace.checklist._common import margin_record, seed_short
+
+    lost = {"value": -0.27, "ci": [-0.4, -0.1], "versus": "norm_only (causal)", "status": "fail"}
+    per_seed = {
+        0: {"status": "pass", "why": "beats every control", "versus": {"norm_only": {**lost}}},
+        5: {
+            "status": "invalid-setup",
+            "why": "checkpoint 12 is not saturated (sampled rate 0.70 < 0.8)",
+            "versus": {"norm_only (causal)": {"value": -0.27, "ci": [-0.4, -0.1]}},
+        },
+    }
+    m = margin_record(per_seed, "margin")
+    assert seed_short("invalid-setup", per_seed, m).startswith("checkpoint 12 is not saturated")
+    failed = {5: {**per_seed[5], "status": "fail", "why": "loses"}}
+    assert seed_short("fail", failed, margin_record(failed, "margin")).startswith("loses to")
