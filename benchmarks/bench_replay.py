@@ -6,11 +6,13 @@ r"""Replay benchmark: counterfactual replays per minute per core, and what a see
 
 For each seed the run is built or loaded through the cache (training is not timed), then `--repeats`
 replays of each kind in the seed's plan (`bt_core.counterfactual.plan.plan`) are run in this process
-with the preset's thread count (1): an LDS subset (half the trained window removed, so every step
-from 0 is replayed), leave-GT-out, one equal-size random removal and no-bonus (advantages
-recomputed). The figures are the process CPU seconds per replay (on a loaded machine the quiet wall
-time of a single-threaded run) and replays/min/core = 60 / CPU s; the seed's total is the plan's
-replay count × the LDS replay's cost (the plan is dominated by the LDS subsets). The replay ÷
+with the preset's thread count (1): a local subset (5% of the trained window removed, float32, every
+step from 0 replayed), a judged reweighting (the same rows at weight 1 − δ, float64 from step 0),
+leave-GT-out, one equal-size random removal and no-bonus (advantages recomputed). The figures are
+the process CPU seconds per replay (on a loaded machine the quiet wall time of a single-threaded
+run) and replays/min/core = 60 / CPU s; the seed's total (on the reweighting's row) prices each
+float32 replay of the plan at the local subset's cost and each float64 one at the reweighting's
+(the plan is dominated by those two kinds). The replay ÷
 logged-training-update ratio compares a replay's CPU time with the run's own GRPO update time over
 the same steps (from its summary). Not a pytest file: nothing here asserts a timing.
 """
@@ -36,7 +38,7 @@ from bt_core.counterfactual.plan import plan  # noqa: E402
 from bt_core.counterfactual.replay import replay  # noqa: E402
 from bt_core.pipeline import build_run  # noqa: E402
 
-KINDS = ("lds_0", "gt_out", "random_0", "no_bonus")
+KINDS = ("local_0", "reweight_0", "gt_out", "random_0", "no_bonus")
 
 
 def bench_seed(scale: str, seed: int, cache: str, repeats: int) -> list[dict]:
@@ -44,7 +46,8 @@ def bench_seed(scale: str, seed: int, cache: str, repeats: int) -> list[dict]:
     run = build_run(ArtifactStore(cache), s.run.with_seed(seed))
     specs = {sp.name: sp for sp in plan(run.rollouts, run.config, s.counterfactual)}
     upd_per_step = run.summary["timings"]["s_per_step_update"]
-    rows = []
+    n64 = sum(sp.dtype == "float64" for sp in specs.values())
+    rows, cost = [], {}
     for kind in KINDS:
         cpu, wall = [], []
         for _ in range(repeats):
@@ -52,7 +55,8 @@ def bench_seed(scale: str, seed: int, cache: str, repeats: int) -> list[dict]:
             fig, _ = replay(run, specs[kind], s.counterfactual)
             wall.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
-        c = min(cpu)  # the least disturbed repeat
+        c = cost[kind] = min(cpu)  # the least disturbed repeat
+        total = (len(specs) - n64) * cost.get("local_0", 0.0) + n64 * c
         rows.append(
             {
                 "scale": scale,
@@ -67,7 +71,7 @@ def bench_seed(scale: str, seed: int, cache: str, repeats: int) -> list[dict]:
                     c / max(upd_per_step * max(fig["steps_replayed"], 1), 1e-9), 2
                 ),
                 "plan_replays": len(specs),
-                "seed_total_cpu_s": round(len(specs) * c, 1) if kind == "lds_0" else None,
+                "seed_total_cpu_s": round(total, 1) if kind == "reweight_0" else None,
             }
         )
         print(" ".join(f"{k}={v}" for k, v in rows[-1].items()), file=sys.stderr, flush=True)

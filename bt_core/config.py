@@ -386,10 +386,10 @@ class CounterfactualConfig:
     # for the item's z rule (an SD from 8 draws is within ~±30% of the true one), cheap next to the
     # LDS subsets
     n_random: int = 8
-    # M half-window subsets (reported beside the counterfactual item, not judged: see its module);
-    # 16 keep the figure (a Spearman ρ ≈ 0.5 has a 95% CI of about ±0.35 at M = 16) and pay for the
-    # judged subsets
-    n_lds: int = 16
+    # M half-window subsets: opt-in (0: none). Reported beside the counterfactual item, never judged
+    # (its module says why); at 16 (a Spearman ρ ≈ 0.5 then has a 95% CI of about ±0.35) they cost
+    # about 12% of a default build's replay CPU-seconds, which now pay for the linearity ladder
+    n_lds: int = 0
     # share of the trained window's rollouts each LDS subset removes: 0.5 maximizes the variance of
     # the subset indicators (p(1 − p)), hence the power of a linear datamodel, as in
     # datamodels/TRAK's LDS
@@ -402,12 +402,21 @@ class CounterfactualConfig:
     n_local: int = 16
     local_fraction: float = 0.05
     # M judged subsets: local subsets (the first n_reweight of the same draws) whose rollouts keep
-    # weight 1 − δ in the loss instead of 0, replayed in float64 beside a float64 `full_f64` (the
-    # item's module says why δ = 0.01 and float64); 32 float64 replays cost about as much as 54
-    # float32 ones at default, and a Spearman ρ ≈ 0.95 then has a 95% CI of about ±0.04, ρ ≈ 0.6 of
-    # ±0.25
+    # weight 1 − δ in the loss instead of 1, replayed in float64 beside a float64 `full_f64` (the
+    # item's module says why δ = 1e-4 and float64: the smallest rung of the linearity probe's
+    # ladder, first order on every default seed measured where 1e-2 was not); 32 float64 replays
+    # cost about as much as 54 float32 ones at default, and a Spearman ρ ≈ 0.95 then has a 95% CI
+    # of about ±0.04, ρ ≈ 0.6 of ±0.25
     n_reweight: int = 32
-    reweight_delta: float = 0.01
+    reweight_delta: float = 1e-4
+    # the linearity ladder (reported beside the item, not judged): the first `n_linearity` judged
+    # subsets are replayed again at weight 1 − δ for each δ here (each larger than
+    # `reweight_delta`); where Δ(δ)/δ departs from Δ(reweight_delta)/reweight_delta by more than a
+    # tenth, the response is no longer first order, and the largest δ where it has not is the
+    # seed's linearity radius (checklist/counterfactual.py); 8 float64 replays a seed, about 15% of
+    # a default build's replay CPU-seconds
+    linearity_deltas: tuple[float, ...] = (1e-2, 1e-3)
+    n_linearity: int = 4
     # held-out trigger probes of the behavior measure: trigger prompts from templates the GRPO pool
     # never uses (`Task.heldout_probes`), so the measure is the behavior, not the memory of a
     # trained prompt
@@ -417,13 +426,16 @@ class CounterfactualConfig:
     subset_seed: int = 0  # key of the subsets' random draws (with the run's seed)
 
     def __post_init__(self) -> None:
+        # a manifest's JSON gives a list: kept a tuple, so the config stays hashable
+        object.__setattr__(self, "linearity_deltas", tuple(float(d) for d in self.linearity_deltas))
         _check(
             self.n_random >= 2,
             f"n_random={self.n_random} must be ≥ 2: the random removals' spread needs two",
         )
         _check(
-            self.n_lds >= 8,
-            f"n_lds={self.n_lds} must be ≥ 8: a Spearman over fewer subsets says nothing",
+            self.n_lds == 0 or self.n_lds >= 8,
+            f"n_lds={self.n_lds} must be 0 (no half-window subsets) or ≥ 8: a Spearman over "
+            "fewer subsets says nothing",
         )
         _check(
             0.0 < self.lds_fraction < 1.0, f"lds_fraction={self.lds_fraction} must lie in (0, 1)"
@@ -444,6 +456,17 @@ class CounterfactualConfig:
             0.0 < self.reweight_delta < 1.0,
             f"reweight_delta={self.reweight_delta} must lie in (0, 1): a reweighted rollout "
             "keeps weight 1 − δ (δ = 1 is a removal: the local subsets)",
+        )
+        _check(
+            all(self.reweight_delta < d < 1.0 for d in self.linearity_deltas),
+            f"linearity_deltas={self.linearity_deltas} must each lie in (reweight_delta="
+            f"{self.reweight_delta}, 1): the ladder measures how far beyond the judged δ the "
+            "response stays first order",
+        )
+        _check(
+            0 <= self.n_linearity <= self.n_reweight,
+            f"n_linearity={self.n_linearity} must lie in [0, n_reweight={self.n_reweight}]: it "
+            "counts the judged subsets replayed again on the ladder (0: no ladder)",
         )
         _check(
             self.n_probes >= 1 and self.replies_per_probe >= 1,
@@ -487,7 +510,7 @@ def _smoke() -> Scale:
         # reach 0.94–0.98 (docs/sandbox.md#limits)
         seeds=(0, 2, 5),
         # smaller M: smoke checks that both counterfactual items run end to end, not their power
-        counterfactual=CounterfactualConfig(n_random=4, n_lds=24, n_local=24, n_reweight=24),
+        counterfactual=CounterfactualConfig(n_random=4, n_local=24, n_reweight=24),
     )
 
 
@@ -595,8 +618,9 @@ def _real() -> Scale:
         # removals for causal_gt and the minimum 8 LDS subsets keep one seed's replays at 11–12
         # CPU-min; the LDS at M = 8 is underpowered (a Spearman CI of about ±0.6) and is reported,
         # not relied on; the 8 judged reweightings and full_f64 run in float64 (not measured at this
-        # scale: ~1.7× a float32 replay at default, so about 12 more CPU-min per seed)
-        counterfactual=CounterfactualConfig(n_random=4, n_lds=8, n_local=8, n_reweight=8),
+        # scale: ~1.7× a float32 replay at default, so about 12 more CPU-min per seed); a ladder of
+        # 2 subsets (4 float64 replays) takes the place of the 8 half-window ones (opt-in)
+        counterfactual=CounterfactualConfig(n_random=4, n_local=8, n_reweight=8, n_linearity=2),
         seeds=(0, 1, 2),
     )
 

@@ -342,6 +342,17 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run(tier="full", cwd="root"),
     ),
     "python benchmarks/bench_metagrad.py": (Run("{doc} --help", cwd="root", expect="--seeds"),),
+    "python benchmarks/bench_linearity.py --scale default": (
+        # five default seeds (about 3 min on 2 cores from a built cache): one smoke seed, one rung
+        Run(
+            "python benchmarks/bench_linearity.py --scale smoke --seeds 0 --subsets 1 "
+            "--ladder 1e-3 --workers 1 --bt-cache={cache}",
+            tier="train",
+            cwd="root",
+            expect="radius",
+        ),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_suite.py --bt-cache .bt_cache": (
         Run("python benchmarks/bench_suite.py --help", cwd="root", expect="--bt-cache"),
         Run(tier="full", cwd="root"),

@@ -105,8 +105,9 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     keys = [(b["kind"], b["key"]) for b in builds]
     cf, n_draws = get_scale("smoke").counterfactual, get_scale("smoke").draws.n_draws
     # run, its control run, sketches, targets, draws; the replays (full, gt_out, random, no_bonus,
-    # lds, local; the float64 full_f64 and the reweighted subsets), their index
-    n_replays = 2 + cf.n_random + 1 + cf.n_lds + cf.n_local + 1 + cf.n_reweight
+    # lds, local; the float64 full_f64, the reweighted subsets and their ladder), their index
+    n_ladder = cf.n_linearity * len(cf.linearity_deltas)
+    n_replays = 2 + cf.n_random + 1 + cf.n_lds + cf.n_local + 1 + cf.n_reweight + n_ladder
     n_builds = 4 + n_draws + n_replays + 1
     assert len(keys) == len(set(keys))  # each built exactly once
     kinds = ("runs", "sketches", "targets", "draws", "replays", "replaysets")

@@ -5,6 +5,7 @@ Replay-building tests use the session's smoke artifacts (marked `train` by conft
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -34,9 +35,10 @@ def _fake_rollouts(n_steps: int = 10, per_step: int = 8, seed: int = 0):
 
 def test_plan_is_deterministic_and_sized():
     s = get_scale("smoke")
+    cf = dataclasses.replace(s.counterfactual, n_lds=16)  # opted in: the half-window subsets too
     cfg = s.run
     t = _fake_rollouts(n_steps=cfg.grpo.steps)
-    a, b = plan(t, cfg, s.counterfactual), plan(t, cfg, s.counterfactual)
+    a, b = plan(t, cfg, cf), plan(t, cfg, cf)
     assert [x.name for x in a] == [x.name for x in b]
     assert all(np.array_equal(x.removed, y.removed) for x, y in zip(a, b, strict=True))
     window = trained_window(t, cfg)
@@ -48,30 +50,36 @@ def test_plan_is_deterministic_and_sized():
     n_gt = int(np.asarray(t.gt).sum())
     assert by["gt_out"].removed.size == n_gt and by["full"].removed.size == 0
     lds = [x for x in a if x.name.startswith("lds_")]
-    assert len(lds) == s.counterfactual.n_lds
-    assert {x.removed.size for x in lds} == {round(s.counterfactual.lds_fraction * window.sum())}
-    for x in lds + [by[f"random_{i}"] for i in range(s.counterfactual.n_random)]:
+    assert len(lds) == cf.n_lds
+    assert {x.removed.size for x in lds} == {round(cf.lds_fraction * window.sum())}
+    for x in lds + [by[f"random_{i}"] for i in range(cf.n_random)]:
         assert window[x.removed].all() and np.all(np.diff(x.removed) > 0)
     assert len({x.identity()["removed_sha256"] for x in lds}) == len(lds)  # distinct subsets
     local = [x for x in a if x.name.startswith("local_")]
     pool = local_pool(t, window)
     first = np.asarray(t.step)[window].min()
-    assert len(local) == s.counterfactual.n_local and not pool[np.asarray(t.step) == first].any()
+    assert len(local) == cf.n_local and not pool[np.asarray(t.step) == first].any()
     assert pool.sum() == window.sum() - (window & (np.asarray(t.step) == first)).sum()
-    assert {x.removed.size for x in local} == {
-        round(s.counterfactual.local_fraction * window.sum())
-    }
+    assert {x.removed.size for x in local} == {round(cf.local_fraction * window.sum())}
     assert all(pool[x.removed].all() and np.all(np.diff(x.removed) > 0) for x in local)
     assert len({x.identity()["removed_sha256"] for x in local}) == len(local)
     rew = [x for x in a if x.name.startswith("reweight_")]
-    assert len(rew) == s.counterfactual.n_reweight and by["full_f64"].dtype == "float64"
+    assert len(rew) == cf.n_reweight and by["full_f64"].dtype == "float64"
     assert by["full_f64"].removed.size == 0
     for i, x in enumerate(rew):  # the local subsets' own draws, kept at weight 1 − δ, in float64
-        assert x.weight == pytest.approx(1 - s.counterfactual.reweight_delta)
+        assert x.weight == pytest.approx(1 - cf.reweight_delta)
         assert x.dtype == "float64"
         if i < len(local):
             assert np.array_equal(x.removed, local[i].removed)
-    other = plan(t, cfg.with_seed(1), s.counterfactual)  # another seed draws other subsets
+    # the ladder: the first judged subsets again, at each larger δ
+    lin = [x for x in a if x.name.startswith("linear_")]
+    assert len(lin) == cf.n_linearity * len(cf.linearity_deltas) > 0
+    for k, d in enumerate(cf.linearity_deltas):
+        for i in range(cf.n_linearity):
+            x = by[f"linear_{k}_{i}"]
+            assert x.weight == pytest.approx(1 - d) and d > cf.reweight_delta
+            assert np.array_equal(x.removed, rew[i].removed) and x.dtype == "float64"
+    other = plan(t, cfg.with_seed(1), cf)  # another seed draws other subsets
     assert not np.array_equal(other[-1].removed, a[-1].removed)
     assert all(x.measure_step == measure_step(cfg) >= cfg.task.cutoff_step for x in a)
 
@@ -111,6 +119,13 @@ def test_counterfactual_config_checks():
         CounterfactualConfig(n_reweight=4)
     with pytest.raises(ValueError, match="reweight_delta"):
         CounterfactualConfig(reweight_delta=1.0)
+    with pytest.raises(ValueError, match=r"linearity_deltas=\(0\.5, 1e-05\) must each lie in"):
+        CounterfactualConfig(reweight_delta=1e-4, linearity_deltas=(0.5, 1e-5))
+    with pytest.raises(ValueError, match="n_linearity=40 must lie in"):
+        CounterfactualConfig(n_reweight=32, n_linearity=40)
+    with pytest.raises(ValueError, match="n_lds=4 must be 0"):
+        CounterfactualConfig(n_lds=4)
+    assert CounterfactualConfig(n_lds=0, n_linearity=0).n_lds == 0  # both are opt-outs
 
 
 # --------------------------------------------------------------------------- replays of real runs

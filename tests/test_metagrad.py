@@ -106,6 +106,26 @@ class _Flipped:
         return -np.asarray(self.inner.score(problem))
 
 
+def test_the_exact_ideal_passes_counterfactual_on_every_seed(smoke_evidence_in_process):
+    """The item's calibration (issue 47): on the committed test keys, metagrad — the exact
+    derivative of the judged response — passes on every smoke seed, and each seed reports where its
+    response stops being first order (the ladder starts above the judged δ)."""
+    from behaviortrace.checklist import counterfactual as cf
+
+    from bt_core.attribution.catalog import get
+    from bt_core.config import get_scale
+
+    ladder = get_scale("smoke").counterfactual.linearity_deltas
+    v = cf.evaluate(get("metagrad"), smoke_evidence_in_process)
+    assert v.figures.get("ungated_status", v.status) == "pass", v.reason
+    for s, f in v.figures["per_seed"].items():
+        assert f["status"] == "pass" and f["ci"][0] > 0, (s, f["why"])
+        lin = f["linearity"]
+        assert lin["radius"] >= lin["judged_delta"] and lin["n_subsets"] >= 1
+        assert [r["delta"] for r in lin["rungs"]] == pytest.approx(sorted(ladder))
+        assert f"δ = {lin['judged_delta']:g}" in f["why"]
+
+
 def test_metagrad_with_its_sign_flipped_fails_counterfactual(smoke_evidence_in_process):
     from behaviortrace.checklist import counterfactual as cf
 

@@ -16,7 +16,10 @@ The plan is a deterministic function of the run and a `CounterfactualConfig`:
 * ``full_f64``: nothing removed, replayed in float64 from step 0 — the baseline of the reweightings;
 * ``reweight_<i>`` (``n_reweight``): the i-th local subset's draw, its rollouts kept at weight
   1 − reweight_delta instead of removed, replayed in float64 from step 0 (what the counterfactual
-  item judges; float32 rounding moved a δ = 0.01 response by 7% on default seed 1).
+  item judges; float32 rounding moved a δ = 0.01 response by 7% on default seed 1);
+* ``linear_<k>_<i>`` (``n_linearity`` per rung of ``linearity_deltas``): the i-th judged subset at
+  weight 1 − linearity_deltas[k], float64 — the linearity ladder, reported: how far beyond the
+  judged δ the response stays first order.
 
 Trained window (`trained_window`, the one definition: the LDS subsets draw from it, the pipeline
 writes it to ``window.npy`` and the headroom item judges inside it): the rollouts of steps before
@@ -167,6 +170,18 @@ def plan(rollouts: RolloutTable, cfg: RunConfig, cf: CounterfactualConfig) -> li
             f"reweight_{i}", "remove", draw(i, 0x10C, n_local, pool), t, weight=w, dtype="float64"
         )
         for i in range(cf.n_reweight)
+    ]
+    specs += [
+        ReplaySpec(
+            f"linear_{k}_{i}",
+            "remove",
+            draw(i, 0x10C, n_local, pool),
+            t,
+            weight=1.0 - d,
+            dtype="float64",
+        )
+        for k, d in enumerate(cf.linearity_deltas)
+        for i in range(cf.n_linearity)
     ]
     return specs
 
