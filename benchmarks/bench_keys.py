@@ -113,6 +113,24 @@ def override(scale: Scale, assignments: list[str], flag: str = "--set") -> Scale
     return scale
 
 
+def _per_seed_items(verdicts: dict) -> dict:
+    """item → seed → {status, value (the item's headline figure), ci}, from one estimator's
+    verdicts."""
+    heads = {i.name: i.headline for i in ESTIMATOR_ITEMS}
+    out = {}
+    for n, v in verdicts.items():
+        per = {}
+        for s, r in v.figures.get("per_seed", {}).items():
+            value = r.get(heads.get(n) or "", None)
+            per[str(s)] = {
+                "status": str(getattr(r.get("status"), "value", r.get("status"))),
+                "value": value if isinstance(value, (int, float)) else None,
+                "ci": r.get("ci") if isinstance(r.get("ci"), list) else None,
+            }
+        out[n] = per
+    return out
+
+
 def one_build(
     scale: Scale, seeds: list[int], root: Path, workers: int, estimators: list[str]
 ) -> dict:
@@ -166,6 +184,8 @@ def one_build(
             e: {n: v.short or v.reason for n, v in vs.items() if v.status == Status.INVALID_SETUP}
             for e, vs in judged.items()
         },
+        # each judged seed's status and headline figure (counterfactual: its LDS with the CI)
+        "per_seed_items": {e: _per_seed_items(vs) for e, vs in judged.items()},
         # and each unjudged seed's own reason, to tell the fixture's fault from the item's
         "unjudged_seeds": {
             e: {
@@ -268,6 +288,7 @@ def _emergence_record(per_seed: dict) -> dict:
         "items": {},
         "unjudged": {},
         "unjudged_seeds": {},
+        "per_seed_items": {},
     }
 
 

@@ -68,7 +68,8 @@ def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
         for r in x["per_seed"].values():
             assert list(r["s_b"]) == ["0", "3", "6"] and r["s_b_final"] == r["s_b"]["6"]
         assert x["held"] == all(r["emerged"] for r in x["per_seed"].values())
-        assert x["unjudged"] == x["unjudged_seeds"] == {}  # no item judged: the same record keys
+        # no item judged: the same record keys
+        assert x["unjudged"] == x["unjudged_seeds"] == x["per_seed_items"] == {}
         # the paired arm: same seeds, its own emergence record
         assert x["versus_set"] == ["task.off_trigger_penalty=0"]
         assert set(x["versus"]["per_seed"]) == {"0", "2"}
@@ -90,3 +91,21 @@ def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
         keys.append(found.pop())
     assert keys[0] != keys[1] and pinned not in keys
     assert "emergence held on" in res.stdout and "with task.off_trigger_penalty=0" in res.stdout
+
+
+def test_each_judged_seed_keeps_its_status_and_headline_figure():
+    from types import SimpleNamespace
+
+    from bt_core.reporting.scorecard import Status
+
+    per = {
+        0: {"status": Status.PASS, "lds": 0.98, "ci": [0.9, 1.0]},
+        2: {"status": Status.INVALID_SETUP, "why": "no replays"},
+    }
+    got = _tool()._per_seed_items({"counterfactual": SimpleNamespace(figures={"per_seed": per})})
+    assert got == {
+        "counterfactual": {
+            "0": {"status": "pass", "value": 0.98, "ci": [0.9, 1.0]},
+            "2": {"status": "invalid-setup", "value": None, "ci": None},
+        }
+    }
