@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 import tempfile
@@ -113,6 +114,21 @@ def override(scale: Scale, assignments: list[str], flag: str = "--set") -> Scale
     return scale
 
 
+def _seed_status(r: dict) -> str:
+    """A seed record's status: its own, or (draw_variance: a status per draw) its spread's."""
+    st = r.get("judged", r.get("status")) if isinstance(r.get("status"), dict) else r.get("status")
+    return str(getattr(st, "value", st))
+
+
+def _seed_why(r: dict) -> str:
+    return r.get("why") or "; ".join(r.get("problems") or [])
+
+
+def _number(x) -> float | None:
+    """A finite figure, else None (strict JSON has no NaN)."""
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
 def _per_seed_items(verdicts: dict) -> dict:
     """item → seed → {status, value (the item's headline figure), ci}, from one estimator's
     verdicts."""
@@ -121,11 +137,11 @@ def _per_seed_items(verdicts: dict) -> dict:
     for n, v in verdicts.items():
         per = {}
         for s, r in v.figures.get("per_seed", {}).items():
-            value = r.get(heads.get(n) or "", None)
+            ci = r.get("ci")
             per[str(s)] = {
-                "status": str(getattr(r.get("status"), "value", r.get("status"))),
-                "value": value if isinstance(value, (int, float)) else None,
-                "ci": r.get("ci") if isinstance(r.get("ci"), list) else None,
+                "status": _seed_status(r),
+                "value": _number(r.get(heads.get(n) or "")),
+                "ci": [_number(c) for c in ci] if isinstance(ci, (list, tuple)) else None,
             }
         out[n] = per
     return out
@@ -190,9 +206,9 @@ def one_build(
         "unjudged_seeds": {
             e: {
                 n: {
-                    str(s): r.get("why", "")
+                    str(s): _seed_why(r)
                     for s, r in v.figures.get("per_seed", {}).items()
-                    if r.get("status") == Status.INVALID_SETUP
+                    if _seed_status(r) == Status.INVALID_SETUP.value
                 }
                 for n, v in vs.items()
                 if v.status == Status.INVALID_SETUP

@@ -25,8 +25,8 @@ converged to 1.11 on seed 4 as δ went to 1e-6, and to 1.002 with `--one-segment
 measures that restart's effect, not a curvature.
 
 Printed per seed and δ: the median and largest ratio and the range of p / c over the subsets, and
-the seed's **linearity radius**: the largest δ of the ladder at which every probed subset's ratio is
-≤ `RATIO_BAR` (0.1: curvature at most a tenth of the first-order effect).
+the seed's **linearity radius**: the largest δ of the ladder up to which every rung has every probed
+subset's ratio ≤ `RATIO_BAR` (0.1: curvature at most a tenth of the first-order effect).
 
 The probe needs only each seed's run, built or loaded through the cache (a cold default run is about
 a minute); it does not build the replays, sketches or draws. Each seed runs in its own process with
@@ -55,9 +55,14 @@ RATIO_BAR = 0.1  # second-order part ≤ a tenth of the central difference: "fir
 
 
 def radius(per_delta: list[dict], bar: float = RATIO_BAR) -> float | None:
-    """The largest δ whose every probed subset has ratio ≤ `bar` (None: none of the ladder's)."""
-    ok = [r["delta"] for r in per_delta if r["max_ratio"] <= bar]
-    return max(ok) if ok else None
+    """The largest δ up to which every rung (from the smallest up) has every probed subset's ratio
+    ≤ `bar`, as the counterfactual item's radius (None: the smallest rung already departs)."""
+    out = None
+    for r in sorted(per_delta, key=lambda r: r["delta"]):
+        if not r["max_ratio"] <= bar:
+            break
+        out = r["delta"]
+    return out
 
 
 def subset_figures(f0: float, f_minus: float, f_plus: float, delta: float, pred: float) -> dict:
@@ -90,9 +95,9 @@ def summarize(rows: list[dict], ladder: tuple[float, ...]) -> list[dict]:
                 "delta": d,
                 "median_ratio": float(np.median(ratio)),
                 "max_ratio": float(ratio.max()),
-                "pred_over_central_median": float(np.median(pc)),
-                "pred_over_central_min": float(pc.min()),
-                "pred_over_central_max": float(pc.max()),
+                "pred_over_central_median": float(np.nanmedian(pc)),
+                "pred_over_central_min": float(np.nanmin(pc)),
+                "pred_over_central_max": float(np.nanmax(pc)),
             }
         )
     return out

@@ -384,7 +384,7 @@ class CounterfactualConfig:
 
     # equal-size random removals beside leave-GT-out (causal_gt): enough to estimate their spread
     # for the item's z rule (an SD from 8 draws is within ~±30% of the true one), cheap next to the
-    # LDS subsets
+    # judged subsets
     n_random: int = 8
     # M half-window subsets: opt-in (0: none). Reported beside the counterfactual item, never judged
     # (its module says why); at 16 (a Spearman ρ ≈ 0.5 then has a 95% CI of about ±0.35) they cost
@@ -456,6 +456,10 @@ class CounterfactualConfig:
             0.0 < self.reweight_delta < 1.0,
             f"reweight_delta={self.reweight_delta} must lie in (0, 1): a reweighted rollout "
             "keeps weight 1 − δ (δ = 1 is a removal: the local subsets)",
+        )
+        _check(
+            len(set(self.linearity_deltas)) == len(self.linearity_deltas),
+            f"linearity_deltas={self.linearity_deltas} repeats a δ: each rung is replayed once",
         )
         _check(
             all(self.reweight_delta < d < 1.0 for d in self.linearity_deltas),
@@ -615,11 +619,10 @@ def _real() -> Scale:
         # for CPU cost
         draws=DrawConfig(n_draws=2, group_size=8, repeats=1, temperature=0.9, top_p=0.95),
         # a replay here is 8 GRPO updates of the 135M model (44–49 CPU-s with its measure): 4 random
-        # removals for causal_gt and the minimum 8 LDS subsets keep one seed's replays at 11–12
-        # CPU-min; the LDS at M = 8 is underpowered (a Spearman CI of about ±0.6) and is reported,
-        # not relied on; the 8 judged reweightings and full_f64 run in float64 (not measured at this
-        # scale: ~1.7× a float32 replay at default, so about 12 more CPU-min per seed); a ladder of
-        # 2 subsets (4 float64 replays) takes the place of the 8 half-window ones (opt-in)
+        # removals for causal_gt and the minimum 8 local subsets; the 8 judged reweightings (an LDS
+        # at M = 8 is underpowered: a Spearman CI of about ±0.6) and full_f64 run in float64 (not
+        # measured at this scale: ~1.7× a float32 replay at default); a ladder of 2 subsets (4
+        # float64 replays) takes the place of the 8 half-window ones, now opt-in
         counterfactual=CounterfactualConfig(n_random=4, n_local=8, n_reweight=8, n_linearity=2),
         seeds=(0, 1, 2),
     )
@@ -748,6 +751,13 @@ def config_hash(*parts: Any) -> str:
     payload = [FORMAT_VERSION] + [to_dict(p) if dataclasses.is_dataclass(p) else p for p in parts]
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def session_hash(scale: Scale) -> str:
+    """The config hash a scorecard carries and `--scorecard-compare` matches: every config whose
+    change changes a verdict's figures — the run, the sketches, the draws and the counterfactual
+    plan (the judged δ and subsets are the `counterfactual` item's truth)."""
+    return config_hash(scale.run, scale.sketch, scale.draws, scale.counterfactual)
 
 
 def run_config_from_dict(d: dict[str, Any]) -> RunConfig:

@@ -99,13 +99,29 @@ def test_each_judged_seed_keeps_its_status_and_headline_figure():
     from bt_core.reporting.scorecard import Status
 
     per = {
-        0: {"status": Status.PASS, "lds": 0.98, "ci": [0.9, 1.0]},
-        2: {"status": Status.INVALID_SETUP, "why": "no replays"},
+        0: {"status": Status.PASS, "lds": 0.98, "ci": (0.9, 1.0)},
+        2: {"status": Status.INVALID_SETUP, "why": "no replays", "lds": float("nan")},
     }
-    got = _tool()._per_seed_items({"counterfactual": SimpleNamespace(figures={"per_seed": per})})
+    # draw_variance: a status per draw, the seed's own under "judged", its reasons in "problems"
+    draws = {
+        0: {
+            "status": {0: Status.PASS, 1: Status.INVALID_SETUP},
+            "judged": "invalid-setup",
+            "problems": ["unusable on [1]"],
+        },
+    }
+    tool = _tool()
+    got = tool._per_seed_items(
+        {
+            "counterfactual": SimpleNamespace(figures={"per_seed": per}),
+            "draw_variance": SimpleNamespace(figures={"per_seed": draws}),
+        }
+    )
     assert got == {
         "counterfactual": {
             "0": {"status": "pass", "value": 0.98, "ci": [0.9, 1.0]},
-            "2": {"status": "invalid-setup", "value": None, "ci": None},
-        }
+            "2": {"status": "invalid-setup", "value": None, "ci": None},  # NaN is no JSON
+        },
+        "draw_variance": {"0": {"status": "invalid-setup", "value": None, "ci": None}},
     }
+    assert tool._seed_why(draws[0]) == "unusable on [1]"

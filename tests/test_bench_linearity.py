@@ -81,3 +81,15 @@ def test_metagrad_predicts_the_replays_where_the_probe_says_first_order(smoke_ca
     assert one["one_segment"] and not rec["one_segment"]
     p = one["per_delta"][0]
     assert 0.9 < p["pred_over_central_min"] <= p["pred_over_central_max"] < 1.1
+
+
+def test_the_radius_stops_at_the_first_rung_that_departs():
+    """As the counterfactual item's radius: a first-order rung above one that departs does not
+    count (the response is not first order all the way there)."""
+    tool = _tool()
+    per = [
+        {"delta": 1e-2, "max_ratio": 0.05},
+        {"delta": 1e-3, "max_ratio": 0.3},
+        {"delta": 1e-4, "max_ratio": 0.01},
+    ]
+    assert tool.radius(per) == 1e-4

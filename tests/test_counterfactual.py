@@ -123,6 +123,8 @@ def test_counterfactual_config_checks():
         CounterfactualConfig(reweight_delta=1e-4, linearity_deltas=(0.5, 1e-5))
     with pytest.raises(ValueError, match="n_linearity=40 must lie in"):
         CounterfactualConfig(n_reweight=32, n_linearity=40)
+    with pytest.raises(ValueError, match="repeats a δ"):
+        CounterfactualConfig(linearity_deltas=(1e-2, 1e-2))
     with pytest.raises(ValueError, match="n_lds=4 must be 0"):
         CounterfactualConfig(n_lds=4)
     assert CounterfactualConfig(n_lds=0, n_linearity=0).n_lds == 0  # both are opt-outs
@@ -199,8 +201,8 @@ def test_replay_artifacts_hold_the_plan(smoke_artifacts, smoke_scale):
             assert np.array_equal(r[sp.name].removed, sp.removed)
         # nothing removed: the stored checkpoint is measured
         assert r["full"].info["steps_replayed"] == 0
-        ind = r.indicators("lds")
-        assert ind.shape == (smoke_scale.counterfactual.n_lds, len(a.run.rollouts))
+        ind = r.indicators("reweight")
+        assert ind.shape == (smoke_scale.counterfactual.n_reweight, len(a.run.rollouts))
         assert not ind[:, ~r.window].any()
         assert r.delta("full") == 0.0
 

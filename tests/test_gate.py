@@ -37,7 +37,7 @@ def _baseline(pytester, **changes) -> Path:
     """A baseline that matches a smoke session (scale, config hash, seeds 0,1,2) with one oracle
     record, then `changes` applied: enough for the refusals, which are decided before anything
     trains."""
-    from bt_core.config import config_hash, get_scale
+    from bt_core.config import get_scale, session_hash
 
     s = get_scale("smoke")
     rec = {
@@ -52,13 +52,22 @@ def _baseline(pytester, **changes) -> Path:
         "schema": "behaviortrace.scorecard/1",
         "scale": "smoke",
         "seeds": list(s.seeds),
-        "config_hash": config_hash(s.run, s.sketch, s.draws),
+        "config_hash": session_hash(s),
         "records": [rec],
         **changes,
     }
     path = pytester.path / "base.json"
     path.write_text(json.dumps(base))
     return path
+
+
+def _hash_before_issue_47() -> str:
+    """The smoke session's hash as scorecards carried it before the counterfactual plan entered it
+    (a baseline judged at δ = 0.01 carries it)."""
+    from bt_core.config import config_hash, get_scale
+
+    s = get_scale("smoke")
+    return config_hash(s.run, s.sketch, s.draws)
 
 
 # ------------------------------------------------------------------ 1. compares or refuses
@@ -75,6 +84,11 @@ def _baseline(pytester, **changes) -> Path:
             {"config_hash": "0123abcd"},
             (),
             "*baseline was made with config hash '0123abcd' and this session runs*",
+        ),
+        (
+            {"config_hash": _hash_before_issue_47()},
+            (),
+            "*baseline was made with config hash*or counterfactual plan differ*",
         ),
         (
             {},

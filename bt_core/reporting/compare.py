@@ -31,12 +31,20 @@ def settings_difference(now: dict, base: dict) -> str | None:
 
 
 def _run_difference(baseline: dict, run: dict) -> str | None:
-    for key, what in (("scale", "scale"), ("config_hash", "config hash")):
+    for key, what, why in (
+        ("scale", "scale", ""),
+        (
+            "config_hash",
+            "config hash",
+            " (the run, sketch, draws or counterfactual plan differ: a baseline written by another "
+            "version may judge against another truth)",
+        ),
+    ):
         if baseline.get(key) != run[key]:
             return (
                 f"the baseline was made with {what} {baseline.get(key)!r} and this session runs "
-                f"{run[key]!r}; its figures are not comparable. Compare with a baseline of this "
-                f"{what}, or write one (--scorecard=PATH)"
+                f"{run[key]!r}; its figures are not comparable{why}. Compare with a baseline of "
+                f"this {what}, or write one (--scorecard=PATH)"
             )
     if sorted(baseline.get("seeds") or []) != sorted(run["seeds"]):
         return (
