@@ -88,7 +88,7 @@ def _hash_before_issue_47() -> str:
         (
             {"config_hash": _hash_before_issue_47()},
             (),
-            "*baseline was made with config hash*or counterfactual plan differ*",
+            "*baseline was made with config hash*or replay plan differ*",
         ),
         (
             {},

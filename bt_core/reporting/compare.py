@@ -36,7 +36,7 @@ def _run_difference(baseline: dict, run: dict) -> str | None:
         (
             "config_hash",
             "config hash",
-            " (the run, sketch, draws or counterfactual plan differ: a baseline written by another "
+            " (the run, sketch, draws or replay plan differ: a baseline written by another "
             "version may judge against another truth)",
         ),
     ):
