@@ -284,8 +284,12 @@ def spread_margin(spreads: dict, figure: str, versus: str | None = None) -> dict
 
 
 def spread_short(spreads: dict, label: Callable[[object], str]) -> str:
-    """A spread item in one line: its first problem, or its lowest mean-margin CI when it holds."""
-    for u, f in spreads.items():
+    """A spread item in one line: the first problem of the spread that decides it (one that could
+    not be judged before one that failed: an unjudged item is what makes the verdict
+    invalid-setup), or its lowest mean-margin CI when it holds."""
+    order = {Status.INVALID_SETUP: 0, Status.FAIL: 1}
+    for u in sorted(spreads, key=lambda u: order.get(spreads[u].get("judged"), 2)):
+        f = spreads[u]
         if f.get("problems"):
             return f"{label(u)}: {f['problems'][0]}"
     u = min(spreads, key=lambda n: _low({"ci": spreads[n]["mean_margin_ci"], "value": None}))

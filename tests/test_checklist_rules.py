@@ -216,3 +216,24 @@ def test_a_seed_not_judged_leads_its_one_line_with_why_not_a_comparison_it_lost(
     assert seed_short("invalid-setup", per_seed, m).startswith("checkpoint 12 is not saturated")
     failed = {5: {**per_seed[5], "status": "fail", "why": "loses"}}
     assert seed_short("fail", failed, margin_record(failed, "margin")).startswith("loses to")
+
+
+def test_a_spread_not_judged_leads_its_line_with_the_spread_that_was_not_judged():
+    """seed_variance read "magnitude_control: verdict does not hold on [0, 2, 5]" when it was
+    invalid-setup because fluency_control could not be judged on seed 5: the unjudged spread's
+    problem leads."""
+    from behaviortrace.checklist._common import spread_short
+
+    ci = {"mean_margin_ci": [0.1, 0.2]}
+    spreads = {
+        "magnitude_control": {
+            **ci,
+            "judged": "fail",
+            "problems": ["verdict does not hold on [0, 2, 5]"],
+        },
+        "fluency_control": {**ci, "judged": "invalid-setup", "problems": ["unusable on [5]"]},
+        "headroom": {**ci, "judged": "pass", "problems": []},
+    }
+    assert spread_short(spreads, str) == "fluency_control: unusable on [5]"
+    del spreads["fluency_control"]
+    assert spread_short(spreads, str) == "magnitude_control: verdict does not hold on [0, 2, 5]"
