@@ -114,6 +114,16 @@ def override(scale: Scale, assignments: list[str], flag: str = "--set") -> Scale
     return scale
 
 
+def _analysis(probes: list[dict], saturation: float) -> dict:
+    """The draws' analysis checkpoint (`bt_core.draws.build.analysis_step`'s rule: the first whose
+    sampled rate reaches `saturation`, else the highest) and its sampled rate."""
+    if not probes:
+        return {"analysis_step": None, "analysis_rate": None}
+    hit = next((p for p in probes if p["sampled_rate"] >= saturation), None)
+    p = hit or max(probes, key=lambda p: p["sampled_rate"])
+    return {"analysis_step": int(p["step"]), "analysis_rate": float(p["sampled_rate"])}
+
+
 def _seed_status(r: dict) -> str:
     """A seed record's status: its own, or (draw_variance: a status per draw) its spread's."""
     st = r.get("judged", r.get("status")) if isinstance(r.get("status"), dict) else r.get("status")
@@ -184,6 +194,9 @@ def one_build(
             "s_b_no_bonus": f.get("s_b_probes_no_bonus"),
             "s_b_final": a.run.summary["s_b_final"],
             "sampled_peak": max((p["sampled_rate"] for p in probes), default=None),
+            # where the draws are sampled, and the rate there: a rate near 1 leaves no sibling
+            # group mixed, and fluency_control unjudged
+            **_analysis(probes, scale.draws.saturation),
             "saturation_step": a.run.summary["saturation_step"],
         }
     gating = [i.name for i in GATING_SETUP_ITEMS]

@@ -125,3 +125,21 @@ def test_each_judged_seed_keeps_its_status_and_headline_figure():
         "draw_variance": {"0": {"status": "invalid-setup", "value": None, "ci": None}},
     }
     assert tool._seed_why(draws[0]) == "unusable on [1]"
+
+
+def test_the_recorded_analysis_checkpoint_is_the_draws_own():
+    """The campaign records where the draws were sampled and the rate there (a rate near 1 leaves
+    no mixed sibling group): by the draws' own rule, on a run that saturates and one that does
+    not."""
+    from types import SimpleNamespace
+
+    from bt_core.config import DrawConfig
+    from bt_core.draws.build import analysis_step
+
+    cfg = DrawConfig()
+    for rates in ((0.1, 0.5, 0.99, 0.9), (0.1, 0.3, 0.2)):
+        probes = [{"step": 6 * i, "sampled_rate": r} for i, r in enumerate(rates)]
+        got = _tool()._analysis(probes, cfg.saturation)
+        step = analysis_step(SimpleNamespace(probes=probes), cfg)
+        assert got == {"analysis_step": step, "analysis_rate": rates[step // 6]}
+    assert _tool()._analysis([], cfg.saturation)["analysis_step"] is None
