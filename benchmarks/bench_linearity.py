@@ -56,13 +56,10 @@ RATIO_BAR = 0.1  # second-order part ≤ a tenth of the central difference: "fir
 
 def radius(per_delta: list[dict], bar: float = RATIO_BAR) -> float | None:
     """The largest δ up to which every rung (from the smallest up) has every probed subset's ratio
-    ≤ `bar`, as the counterfactual item's radius (None: the smallest rung already departs)."""
-    out = None
-    for r in sorted(per_delta, key=lambda r: r["delta"]):
-        if not r["max_ratio"] <= bar:
-            break
-        out = r["delta"]
-    return out
+    ≤ `bar`: the counterfactual item's rule (None: the smallest rung already departs)."""
+    from checklist.counterfactual import first_order_radius
+
+    return first_order_radius([(r["delta"], r["max_ratio"]) for r in per_delta], bar)
 
 
 def subset_figures(f0: float, f_minus: float, f_plus: float, delta: float, pred: float) -> dict:

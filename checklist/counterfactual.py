@@ -161,6 +161,18 @@ def subsets(
     )
 
 
+def first_order_radius(rungs: list[tuple[float, float]], bar: float = FIRST_ORDER) -> float | None:
+    """The largest δ of `rungs` ((δ, worst departure) pairs) up to which every rung, from the
+    smallest up, departs by at most `bar`; None where the smallest already departs (a NaN departs).
+    The one rule for the item's radius and `benchmarks/bench_linearity.py`'s."""
+    out = None
+    for d, worst in sorted(rungs):
+        if not worst <= bar:
+            break
+        out = d
+    return out
+
+
 def linearity(evidence: Evidence, seed: int) -> dict | None:
     """Where the seed's response stops being first order (reported, never judged): for each rung δ
     of the ladder, the largest departure over the probed subsets of the slope Δ(δ)/δ from the same
@@ -193,15 +205,10 @@ def linearity(evidence: Evidence, seed: int) -> dict | None:
             {"delta": d, "departure": max(v) if v else float("nan")}
             for d, v in sorted(by_rung.items())
         ]
-        radius = None
-        for rung in rungs:
-            if not rung["departure"] <= FIRST_ORDER:
-                break
-            radius = rung["delta"]
         return {
             "judged_delta": judged,
             "rungs": rungs,
-            "radius": radius,
+            "radius": first_order_radius([(r["delta"], r["departure"]) for r in rungs]),
             "bar": FIRST_ORDER,
             "n_subsets": len(next(iter(by_rung.values()))),
             "n_flat": len(flat),
@@ -401,9 +408,9 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
 CAPTION = (
     "Each marker is one seed's linear datamodeling score (colour and shape = seed) with its 95% "
     "bootstrap CI over the reweighted subsets: how well an estimator's summed scores predict what "
-    "replaying the stream with those rollouts' weight lowered by δ = 1e-4 does to the behavior "
-    "(the subsets' first-order influence). Right of the dashed 0 line is better than no "
-    "information. "
+    "replaying the stream with those rollouts' weight lowered by a small δ (the table's judged δ) "
+    "does to the behavior: the subsets' first-order influence. Right of the dashed 0 line is "
+    "better than no information. "
     "The grey band holds the controls, the surface baseline and the ceiling (metagrad, the exact "
     "derivative); a pass needs the CI above 0 and the paired CI above every control."
 )
