@@ -489,7 +489,6 @@ def present(rec: dict) -> dict:
         judged,
         dots,
         horizontal=True,
-        legend="lower right",
     )
     return pr.presentation(table, figure, sections={"lds": {"title": "Counterfactual LDS"}})
 

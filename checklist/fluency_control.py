@@ -356,7 +356,6 @@ def present(rec: dict) -> dict:
             [dot],
             bands,
             wide=True,
-            legend="lower left",
         ),
         sections={"auc": {"title": "Fluency control (AUC)"}},
     )

@@ -284,7 +284,6 @@ def _lift_panels(seeds: list[str], rows: dict, dots: list[dict], ceiling: dict) 
         dots,
         wide=True,
         band_label="target-free controls",
-        legend="upper left",
     )
     return [*tables, figure]
 

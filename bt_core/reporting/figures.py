@@ -17,18 +17,13 @@ from pathlib import Path
 
 from bt_core.reporting import present, summary
 from bt_core.reporting.margins import margin_figures
-from bt_core.reporting.plotting import Figure, plt, save, seed_style, seeds_of
+from bt_core.reporting.plotting import Figure, plt, save, seed_legend, seed_style, seeds_of
 
 LINES = {
     "dashed": {"color": "black", "lw": 0.8, "ls": "--"},
     "thin": {"color": "grey", "lw": 0.5},
     "dotted": {"lw": 0.8, "ls": ":"},
 }
-
-
-def _seed_legend(ax, seeds: list[str], **kw) -> None:
-    handles = [ax.scatter([], [], s=22, **seed_style(seeds, s), label=f"seed {s}") for s in seeds]
-    ax.legend(handles=handles, fontsize=7, **kw)
 
 
 def _seeds(data: dict, rows: list[dict]) -> list[str]:
@@ -114,7 +109,7 @@ def dots_figure(panel: dict, seeds: list[str], out: Path) -> Figure | None:
                 fontsize=8,
                 color="0.3",
             )
-    _seed_legend(axes[0][0], seeds, loc=panel.get("legend") or "best")
+    seed_legend(axes[-1][-1], seeds)
     fig.tight_layout()
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", panel["key"])
     return Figure(

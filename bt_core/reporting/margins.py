@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bt_core.reporting import summary
-from bt_core.reporting.plotting import Figure, plt, save, seed_style, seeds_of
+from bt_core.reporting.plotting import Figure, plt, save, seed_legend, seed_style, seeds_of
 
 BANDS = {"control": ("0.90", None), "validation": ("#efe6f7", "///")}  # background, hatch per role
 
@@ -104,19 +104,16 @@ def margin_figure(data: dict, item: str, out: Path) -> Figure | None:
     right.tick_params(length=0)
     ax.set_xlabel(summary.clip(m0.get("figure", "margin"), 90), fontsize=8)
     ax.set_title(item, fontsize=10, loc="left")
-    handles = [ax.scatter([], [], s=22, **seed_style(seeds, s), label=f"seed {s}") for s in seeds]
-    handles.append(
-        ax.scatter(
-            [],
-            [],
-            s=22,
-            marker="o",
-            facecolors="white",
-            edgecolors="black",
-            label="held back (invalid-setup)",
-        )
+    held = ax.scatter(
+        [],
+        [],
+        s=22,
+        marker="o",
+        facecolors="white",
+        edgecolors="black",
+        label="held back (invalid-setup)",
     )
-    ax.legend(handles=handles, fontsize=7, loc="best")
+    seed_legend(ax, seeds, [held], above=True)
     fig.tight_layout()
     return Figure(
         save(fig, out / f"margin_{item}.png"),

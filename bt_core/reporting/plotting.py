@@ -37,6 +37,20 @@ def seeds_of(data: dict) -> list[str]:
     return [str(s) for s in data.get("seeds") or []]
 
 
+def seed_legend(ax, seeds: list[str], extra=(), above: bool = False) -> None:
+    """The seeds' legend (plus `extra` handles), outside the axes: inside, wherever it went, it
+    covered a marker on some scorecard (the LDS ceiling at 1.0, a seed's margin at the axis end).
+    On the right, or in one row `above` the axes (where labels sit on the right)."""
+    handles = [ax.scatter([], [], s=22, **seed_style(seeds, s), label=f"seed {s}") for s in seeds]
+    handles += list(extra)
+    where = (
+        {"loc": "lower right", "bbox_to_anchor": (1.0, 1.02), "ncol": len(handles)}
+        if above
+        else {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
+    )
+    ax.legend(handles=handles, fontsize=7, borderaxespad=0.0, **where)
+
+
 def save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=DPI)
     plt().close(fig)

@@ -13,7 +13,7 @@ A *panel* is a table or a figure, identified by its kind and ``key`` (a figure i
     table: {"kind": "table", "key", "section", "title", "columns": [str, ...],
             "rows": [[str, ...], ...], "shared_rows": [[str, ...], ...], "terminal": bool}
     dots:  {"kind": "dots", "key", "section", "title", "caption", "horizontal": bool, "wide": bool,
-            "band_label": str | None, "legend": matplotlib loc,
+            "band_label": str | None,
             "axes": [{"title": str, "label": str, "lines": [line, ...]}, ...],
             "rows": [row, ...], "shared_rows": [row, ...]}
       row:  {"label": str, "band": bool, "join": bool,
@@ -129,7 +129,6 @@ def dots(
     horizontal: bool = False,
     wide: bool = False,
     band_label: str | None = None,
-    legend: str = "best",
 ) -> dict:
     """A figure: one category per row, one marker per seed (colour and shape = seed) with its CI."""
     return {
@@ -144,7 +143,6 @@ def dots(
         "horizontal": horizontal,
         "wide": wide,
         "band_label": band_label,
-        "legend": legend,
     }
 
 
