@@ -56,7 +56,7 @@ from bt_core.attribution.catalog import get  # noqa: E402
 from bt_core.attribution.evidence import Evidence  # noqa: E402
 from bt_core.config import Scale, get_scale  # noqa: E402
 from bt_core.pipeline import build_all  # noqa: E402
-from bt_core.reporting.scorecard import Status  # noqa: E402
+from bt_core.reporting.scorecard import NOT_JUDGED, Status  # noqa: E402
 from bt_core.secret_key import KEY_ENV  # noqa: E402
 from checklist import ESTIMATOR_ITEMS  # noqa: E402
 from checklist.setup import GATING_SETUP_ITEMS, SETUP_ITEMS  # noqa: E402
@@ -210,7 +210,7 @@ def one_build(
         "items": {e: {n: v.status.value for n, v in vs.items()} for e, vs in judged.items()},
         # an estimator item the fixtures could not judge: why, in the item's words
         "unjudged": {
-            e: {n: v.short or v.reason for n, v in vs.items() if v.status == Status.INVALID_SETUP}
+            e: {n: v.short or v.reason for n, v in vs.items() if v.status in NOT_JUDGED}
             for e, vs in judged.items()
         },
         # each judged seed's status and headline figure (counterfactual: its LDS with the CI)
@@ -467,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
                 "no-bonus replay s_b",
                 "peak sampled",
             ]
-            + [f"{e}: items invalid-setup" for e in args.estimator]
+            + [f"{e}: items not judged" for e in args.estimator]
             + ["build s"],
             tablefmt="github",
         )
@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{e}: {n_items - sum(map(len, bad.values()))} of the {n_items} estimator items on the "
             f"{len(kept)} builds whose gates held were judged"
-            + "".join(f"\n  {n} invalid-setup on {len(w)}: {w[0]}" for n, w in bad.items())
+            + "".join(f"\n  {n} not judged on {len(w)}: {w[0]}" for n, w in bad.items())
         )
     print(
         f"\nevery setup gate held on {held} of {len(records)} freshly keyed {scale.name} builds "

@@ -23,6 +23,7 @@ from behaviortrace.benchmarks.fidelity_reference import cells as reference_cells
 from tabulate import tabulate
 
 from bt_core.attribution import catalog
+from bt_core.reporting.scorecard import judged
 
 # The reference column: its per-seed results file, read with each finding's rule
 # (`fidelity_reference`)
@@ -308,7 +309,7 @@ def agreement(a: Card, b: Card, ungated: bool = False) -> tuple[float, int]:
     """Share of (built-in × estimator item) verdicts both hold on which they agree, and how many
     pairs.
     `ungated`: compare each item's own rule instead (a record a setup gate made invalid-setup keeps
-    its rule's verdict as `ungated_status`), over the pairs where neither rule is invalid-setup —
+    its rule's verdict as `ungated_status`), over the pairs both rules judge (pass or fail) —
     the final verdicts agree trivially where both scales gate every target reader."""
 
     def status(c: Card, e: str, i: str) -> str | None:
@@ -319,9 +320,7 @@ def agreement(a: Card, b: Card, ungated: bool = False) -> tuple[float, int]:
 
     pairs = [(e, i) for (e, i) in a.recs if e in BUILTINS and (e, i) in b.recs]
     if ungated:
-        pairs = [
-            (e, i) for e, i in pairs if "invalid-setup" not in (status(a, e, i), status(b, e, i))
-        ]
+        pairs = [(e, i) for e, i in pairs if judged(status(a, e, i)) and judged(status(b, e, i))]
     if not pairs:
         return float("nan"), 0
     same = sum(status(a, e, i) == status(b, e, i) for e, i in pairs)

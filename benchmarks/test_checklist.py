@@ -13,17 +13,22 @@ def _check(verdict, scorecard, label, selective=None, spec=None):
     if missing and spec is not None and spec.builtin_adapter:
         # a built-in adapter whose library is absent: not a verdict on the method, and not green
         # either (the session exits non-zero and says so, behaviortrace.fixtures.gate). Anyone
-        # else's missing extra is a failure of its own, with the reason (its verdict is fail).
+        # else's missing extra is an error of its own, with the reason (its verdict is error).
         pytest.skip(f"{label}: {ADAPTER_SKIP}: {missing}")
     scorecard.add(verdict)
-    if verdict.status != "pass":
-        # a setup gate's failure in one line: what it held back is the terminal summary's red SETUP
-        # FAILED line
-        why = getattr(verdict, "short", "") or verdict.reason
-        # reported (scorecard: fail; terminal: XFAIL); the exit code follows the items it gates
-        if selective:
-            pytest.xfail(f"SETUP FAILED [{verdict.status}, {selective}] {label}: {why}")
+    if verdict.status == "pass":
+        return
+    why = getattr(verdict, "short", "") or verdict.reason
+    if spec is None:
+        # a setup item that failed is the bench's fault, not the method's: reported (scorecard:
+        # fail; terminal: XFAIL). The items it held back are not judged, and the session exits
+        # EXIT_NOT_JUDGED when a gating one failed (behaviortrace.fixtures.gate), never 1.
+        pytest.xfail(f"SETUP FAILED [{selective or 'gates every estimator item'}] {label}: {why}")
+    if verdict.status == "fail":
         pytest.fail(f"[{verdict.status}] {label}: {verdict.reason}", pytrace=False)
+    # invalid-setup, error, declined: not a judgement of the method. A skip with its status, so
+    # that exit 1 means a judged failure; the session still exits non-zero (EXIT_NOT_JUDGED).
+    pytest.skip(f"NOT JUDGED [{verdict.status}] {label}: {why}")
 
 
 SELECTIVE = {"targets": "gates the estimators that read targets", "none": "advisory"}

@@ -98,15 +98,28 @@ def spec_record(spec: EstimatorSpec, evidence: Evidence) -> dict:
 def failure_verdict(
     name: str, spec: EstimatorSpec, evidence: Evidence, e: EstimatorFailure
 ) -> Verdict:
-    """The verdict of an item whose estimator failed: fail, with the reason. A declined problem and
-    a missing optional extra are marked in the figures (`declined`, `missing_extra`): the suite
-    reports the latter as a skip naming the install command."""
-    figures = {k: v for k, v in (("declined", e.declined), ("missing_extra", e.missing_extra)) if v}
+    """The verdict of an item whose estimator could not be scored, with the reason: `declined` when
+    it declined the problem (a documented limitation), `error` when it raised or its scores cannot
+    be ranked — both not judged: a crash says nothing about what the method attributes, and a failed
+    item (exit 1) must mean a judged one — and `fail` when it was refused for breaking the problem's
+    contract (it read a field it did not declare, or its files lie in the artifact cache), like a
+    label reader's refusal. A missing optional extra is
+    marked in the figures (`missing_extra`): the suite reports a built-in adapter's as a skip naming
+    the install command."""
+    figures = {
+        k: v
+        for k, v in (
+            ("declined", e.declined),
+            ("missing_extra", e.missing_extra),
+            ("refused", "broke the problem's contract" if e.refused else None),
+        )
+        if v
+    }
     figures["estimator_failure"] = True
     return Verdict(
         name,
         spec.name,
-        Status.FAIL,
+        Status.FAIL if e.refused else Status.DECLINED if e.declined else Status.ERROR,
         f"estimator failure: {e}",
         figures,
         spec_record(spec, evidence),

@@ -89,11 +89,12 @@ CHECK_SMOKE = Run(
 
 COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
     # README: gate your method
-    "pip install torch==2.13.0 behaviortrace": (
+    "pip install torch==2.13.0 ./behaviortrace": (
         Elsewhere(
-            INSTALLED.split("::")[0] + "::scratch",
-            "installs from a package index: the test builds the wheel and "
-            "installs it into a scratch venv (no network in the test tiers)",
+            INSTALLED.split("::")[0]
+            + "::test_the_readme_install_line_installs_the_gate_from_a_copy_beside_the_method",
+            "installs the folder of a copy of this repository: the test runs the line's pip "
+            "install of that folder into a clean venv (torch is the test environment's own)",
             "pip",
         ),
     ),

@@ -91,7 +91,7 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     res = pytester.runpytest_subprocess("-n", "2", "--bt-rebuild", *args, timeout=600)
     outcomes = res.parseoutcomes()
     n_tests = N_SETUP + 2 * N_ITEMS  # setup items once, estimator items for oracle and random
-    ran = outcomes.get("passed", 0) + outcomes.get("failed", 0) + outcomes.get("xfailed", 0)
+    ran = sum(outcomes.get(k, 0) for k in ("passed", "failed", "xfailed", "skipped"))
     assert ran == n_tests, res.stdout.str()
     card = json.loads((pytester.path / "scorecard.json").read_text())
     assert card["xdist_workers"] == 2  # both workers ran tests and handed their verdicts over
@@ -126,6 +126,7 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
         passed=outcomes.get("passed", 0),
         failed=outcomes.get("failed", 0),
         xfailed=outcomes.get("xfailed", 0),
+        skipped=outcomes.get("skipped", 0),
     )
 
 
@@ -147,7 +148,10 @@ def cache(smoke_artifacts, smoke_cache, tmp_path) -> Path:
 def test_cache_info_reports_sizes_and_leftovers(cache, capsys):
     assert main(["cache", "info", "--bt-cache", str(cache), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert set(rep["kinds"]) == {"runs", "sketches", "targets", "draws", "replays", "replaysets"}
+    built = {"runs", "sketches", "targets", "draws", "replays", "replaysets"}
+    # "scores" (the kept target-free scores) once a session has judged on the shared smoke cache:
+    # whether one ran before this test depends on the order tests run in
+    assert built <= set(rep["kinds"]) <= built | {"scores"}, rep["kinds"]
     assert rep["kinds"]["replaysets"]["artifacts"] == 3
     n_draws = 3 * get_scale("smoke").draws.n_draws  # 3 seeds
     # 3 runs and their 3 control runs (causal_gt's "no bonus, no behavior")

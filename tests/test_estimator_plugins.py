@@ -152,7 +152,7 @@ def test_unsupported_level_and_missing_inputs_are_failures():
         ev.scores(_spec("own_grads", lambda q: np.arange(q.n_units), needs=("rollouts",)), p)
 
 
-def test_a_declined_problem_is_a_failure_marked_declined():
+def test_a_declined_problem_is_marked_declined_and_not_judged():
     def decline(p):
         raise registry.Declined("too many units for this method (documented)")
 
@@ -162,9 +162,18 @@ def test_a_declined_problem_is_a_failure_marked_declined():
     ) as e:
         ev.scores(_spec("polite", decline), AttributionProblem.synthetic())
     assert e.value.declined
-    with pytest.raises(EstimatorFailure) as e:
+    with pytest.raises(EstimatorFailure) as e2:
         ev.scores(_spec("rude", _raise), AttributionProblem.synthetic())
-    assert not e.value.declined
+    assert not e2.value.declined
+    # neither is a judged failure: each has a not-judged status of its own (never exit 1)
+    from behaviortrace.checklist._base import failure_verdict
+
+    polite, rude = (
+        failure_verdict("magnitude_control", _spec(n, _raise), ev, x.value)
+        for n, x in (("polite", e), ("rude", e2))
+    )
+    assert (polite.status, rude.status) == ("declined", "error")
+    assert polite.figures["declined"] and "declined" not in rude.figures
 
 
 def test_constructor_errors_are_failures_too():
@@ -175,10 +184,10 @@ def test_constructor_errors_are_failures_too():
         ev.scores(get("cosine"), AttributionProblem.synthetic())
 
 
-def test_a_failing_plugin_fails_its_checklist_item_with_the_reason(smoke_evidence):
+def test_a_failing_plugin_s_checklist_item_is_an_error_with_the_reason(smoke_evidence):
     from behaviortrace.checklist import magnitude_control
 
     v = magnitude_control.evaluate(
         _spec("nan_plugin", lambda p: np.full(p.n_units, np.nan)), smoke_evidence
     )
-    assert v.status == "fail" and "estimator failure" in v.reason and "nan_plugin" in v.reason
+    assert v.status == "error" and "estimator failure" in v.reason and "nan_plugin" in v.reason

@@ -289,18 +289,17 @@ MISSING_EXTRA = """
 """
 
 
-def test_a_plugin_missing_its_extra_fails_every_item_with_the_reason(suite, pytester):
+def test_a_plugin_missing_its_extra_is_an_error_on_every_item_with_the_reason(suite, pytester):
     pytester.makepyfile(plug=MISSING_EXTRA)
     pytester.syspathinsert()
     res = suite("--estimator=plug:Always")
-    assert res.ret == pytest.ExitCode.TESTS_FAILED
-    assert res.parseoutcomes().get("skipped", 0) == 0
+    assert res.ret == EXIT_NOT_JUDGED  # not judged, never 1 (a judged failure)
     recs = [r for r in _card(pytester)["records"] if r["estimator"] == "needs_lib"]
-    assert len(recs) == N_ITEMS and {r["status"] for r in recs} == {"fail"}
+    assert len(recs) == N_ITEMS and {r["status"] for r in recs} == {"error"}
     assert all('pip install "behaviortrace[trak]"' in r["reason"] for r in recs)
 
 
-def test_a_plugin_missing_its_extra_only_on_draws_fails_the_draw_items(suite, pytester):
+def test_a_plugin_missing_its_extra_only_on_draws_errs_on_the_draw_items(suite, pytester):
     pytester.makepyfile(plug=MISSING_EXTRA)
     pytester.syspathinsert()
     res = suite(
@@ -308,22 +307,24 @@ def test_a_plugin_missing_its_extra_only_on_draws_fails_the_draw_items(suite, py
         "-k",
         "fluency_control or seed_variance or draw_variance or magnitude",
     )
-    assert res.ret == pytest.ExitCode.TESTS_FAILED and res.parseoutcomes().get("skipped", 0) == 0
+    # magnitude_control judged (a norm fails it: exit 1), the three draw items not judged
+    assert res.ret == pytest.ExitCode.TESTS_FAILED and res.parseoutcomes().get("skipped", 0) == 3
     recs = {
         r["item"]: r for r in _card(pytester)["records"] if r["estimator"] == "needs_lib_on_draws"
     }
+    assert recs["magnitude_control"]["status"] == "fail"
     for item in ("fluency_control", "seed_variance", "draw_variance"):
         assert (
-            recs[item]["status"] == "fail"
+            recs[item]["status"] == "error"
             and "my method needs the optional package" in recs[item]["reason"]
         )
     # judged on the stream as usual
     assert "optional package" not in recs["magnitude_control"]["reason"]
 
 
-def test_an_estimator_that_skips_fails_instead(suite, pytester):
+def test_an_estimator_that_skips_is_an_error_never_green(suite, pytester):
     """pytest.skip() inside score() would skip every item (green, judged nothing); it is the
-    estimator's failure."""
+    estimator's error: not judged, and the session is never green."""
     pytester.makepyfile(
         skipper="""
         import pytest
@@ -338,9 +339,9 @@ def test_an_estimator_that_skips_fails_instead(suite, pytester):
     )
     pytester.syspathinsert()
     res = suite("--estimator=skipper:Skipper", *MAG)
-    assert res.ret == pytest.ExitCode.TESTS_FAILED and res.parseoutcomes().get("skipped", 0) == 0
+    assert res.ret == EXIT_NOT_JUDGED
     rec = next(r for r in _card(pytester)["records"] if r["estimator"] == "skipper")
-    assert rec["status"] == "fail" and "raised Skipped: not today" in rec["reason"]
+    assert rec["status"] == "error" and "raised Skipped: not today" in rec["reason"]
 
 
 @pytest.fixture
@@ -366,11 +367,13 @@ def absent_adapter(monkeypatch):
 def test_a_plugin_claiming_to_be_an_adapter_is_not_let_off(
     suite, pytester, absent_adapter, monkeypatch
 ):
-    """The skip is for this package's adapters only: a same-origin estimator defined elsewhere
-    fails."""
+    """The adapter's skip is for this package's adapters only: a same-origin estimator defined
+    elsewhere has an error of its own (not judged, not the allowed skip)."""
     monkeypatch.setattr(absent_adapter.factory, "__module__", "my_plugin")
-    res = suite("--estimator=fake_adapter", *MAG)
-    assert res.ret == pytest.ExitCode.TESTS_FAILED and res.parseoutcomes().get("skipped", 0) == 0
+    res = suite("--estimator=fake_adapter", *MAG, "--bt-scoring=in-process")
+    assert res.ret == EXIT_NOT_JUDGED
+    (u,) = _card(pytester)["not_judged"]
+    assert u["status"] == "error" and not u["allowed"]
 
 
 def test_only_skipped_items_are_never_green(suite, pytester, absent_adapter):
@@ -648,3 +651,39 @@ def test_every_builtin_and_adapter_declares_what_it_reads():
             )
             checked += 1
     assert checked >= 12
+
+
+def test_a_failed_setup_gate_is_not_judged_never_exit_1(suite, pytester, monkeypatch):
+    """A gating setup item that fails breaks the fixtures, not the method: the items it holds back
+    are skipped as not judged, the session exits EXIT_NOT_JUDGED (never 1, a judged failure), and
+    the last line leads with the gate and the clause that failed."""
+    from behaviortrace.checklist import SETUP_ITEMS
+
+    from bt_core.reporting.scorecard import Verdict
+
+    item = next(i for i in SETUP_ITEMS if i.name == "emergence")
+    failed = Verdict(
+        "emergence",
+        "setup",
+        "fail",
+        "fails on seed(s) [0] — seed 0: final s_b 0.050 (needs > 0.1)",
+        {},
+        short="fails on seed 0: final s_b 0.050 (needs > 0.1)",
+    )
+    # a frozen dataclass: its fields are replaced in its __dict__ (restored after the test)
+    monkeypatch.setitem(item.__dict__, "evaluate", lambda evidence: failed)
+    monkeypatch.setitem(item.__dict__, "present", None)
+    res = suite("--estimator=cosine", "-k", "magnitude_control or emergence")
+    assert res.ret == EXIT_NOT_JUDGED
+    outcomes = res.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0 and outcomes["skipped"] == 1, outcomes
+    assert outcomes["xfailed"] == 1, outcomes  # the gate: SETUP FAILED, never a failed test
+    res.stdout.fnmatch_lines(["*NOT JUDGED [[]invalid-setup[]] magnitude_control × cosine*"])
+    last = res.stdout.lines[-1]
+    assert last.startswith(
+        f"BehaviorTrace: exit {EXIT_NOT_JUDGED}: not judged — setup gate emergence failed: fails "
+        "on seed 0: final s_b 0.050 (needs > 0.1); it held back 1 estimator item(s)"
+    ), last
+    card = _card(pytester)
+    assert [u["status"] for u in card["not_judged"]] == ["setup-failed", "invalid-setup"]
+    assert card["exit"]["code"] == EXIT_NOT_JUDGED

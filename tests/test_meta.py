@@ -20,8 +20,16 @@ UNDECLARED = {
     "catching_target_reader": "targets",
 }
 ITEMS = ("magnitude_control", "fluency_control", "headroom", "seed_variance", "draw_variance")
+# declares the labels without being a built-in validation estimator: refused
+LABEL_READERS = ("declared_label_reader",)
+# the adversaries that raise reaching for the answers (the labels among them, undeclared) or writing
+# into their inputs: every item of theirs is an error (not judged; the session cannot exit 0)
+RAISERS = ("label_reader", "reward_reader", "eligibility_reader", "run_digger", "writer")
+# an adversary is caught by a failed item or an error (never green); a pass or invalid-setup alone
+# is not caught
+CAUGHT = {"fail", "error"}
 # (estimator, item) → expected status where the mechanism is known; besides, every adversary must
-# fail at least one judged item (test_every_adversary_fails_a_judged_item)
+# be caught (test_every_adversary_is_caught)
 #
 # The text readers: on draws (weight 1) each is the reply's behavior flag, i.e. the surface baseline
 # (or, for surface_signed_norm, the flag times ‖e‖); they pass the behavior label and must fail
@@ -54,18 +62,11 @@ EXPECTED = {
     **{e: {i: "fail" for i in DRAW_ITEMS} for e in TEXT_READERS},
     "surface_sign_advantage": {"magnitude_control": "fail", **{i: "fail" for i in DRAW_ITEMS}},
     "fluency_rank": {"fluency_control": "fail"},
-    # no way to the answers and no writing: every item fails, with the reason
-    **{
-        e: {i: "fail" for i in (*ITEMS, "counterfactual")}
-        for e in (
-            "label_reader",
-            "declared_label_reader",
-            "reward_reader",
-            "eligibility_reader",
-            "run_digger",
-            "writer",
-        )
-    },
+    # a declared label reader is refused: every item fails, with the reason
+    **{e: {i: "fail" for i in (*ITEMS, "counterfactual")} for e in LABEL_READERS},
+    # no way to the answers and no writing: reaching for them raises, so every item is an error
+    # (not judged, never green: the session cannot exit 0), with the reason
+    **{e: {i: "error" for i in (*ITEMS, "counterfactual")} for e in RAISERS},
     # reading a field it did not declare fails every item, with the field named (even when caught)
     **{e: {i: "fail" for i in (*ITEMS, "counterfactual")} for e in UNDECLARED},
 }
@@ -148,21 +149,25 @@ def test_expected_verdict(matrix, estimator, item, status):
 
 
 @pytest.mark.parametrize("estimator", list(ADVERSARIES))
-def test_every_adversary_fails_a_judged_item(matrix, estimator):
-    """Each adversary fails at least one item that was judged (not invalid-setup), or is refused."""
+def test_every_adversary_is_caught(matrix, estimator):
+    """Each adversary fails at least one item that was judged (not invalid-setup), is refused, or
+    raises reaching for what it may not have (`CAUGHT`: error is never green either)."""
     _, recs = matrix
     statuses = {i: judged_status(recs[(estimator, i)]) for i in ITEMS}
-    assert "fail" in statuses.values(), f"{estimator} is not caught: {statuses}"
+    assert CAUGHT & set(statuses.values()), f"{estimator} is not caught: {statuses}"
+    if estimator not in RAISERS:
+        assert "fail" in statuses.values(), f"{estimator} fails no judged item: {statuses}"
 
 
 @pytest.mark.parametrize("estimator", list(ADVERSARIES))
 def test_every_adversary_fails_counterfactual(matrix, estimator):
     """The item the exact metagradient passes (tests/test_metagrad.py, docs/items.md) fails every
     adversary: text, reward, advantage and label tricks do not predict the local replays beyond the
-    controls."""
+    controls (one that raises reaching for the answers is an error there: caught, not judged)."""
     _, recs = matrix
     rec = recs[(estimator, "counterfactual")]
-    assert judged_status(rec) == "fail", f"{estimator}: {rec['status']} — {rec['reason']}"
+    want = {"error"} if estimator in RAISERS else {"fail"}
+    assert judged_status(rec) in want, f"{estimator}: {rec['status']} — {rec['reason']}"
 
 
 def test_the_declared_label_reader_is_marked_and_refused(matrix):
@@ -189,7 +194,7 @@ def test_an_undeclared_read_fails_every_item_naming_the_field(matrix, estimator,
         assert f"read undeclared problem field(s) ['{field}']" in rec["reason"], rec["reason"]
 
 
-def test_the_writer_fails_with_the_reason_and_changes_nobody_else(matrix):
+def test_the_writer_errs_with_the_reason_and_changes_nobody_else(matrix):
     _, recs = matrix
     assert "read-only" in recs[("writer", "magnitude_control")]["reason"]
     # norm_only ran after it in the same session and still ranks: the advantage was not zeroed
@@ -197,8 +202,11 @@ def test_the_writer_fails_with_the_reason_and_changes_nobody_else(matrix):
 
 
 def test_exit_code_gates(matrix):
+    """Judged failures (the controls', the label readers') make the session exit 1; the raisers'
+    errors are listed beside them as not judged."""
     res, _ = matrix
     assert res.returncode == pytest.ExitCode.TESTS_FAILED, res.stdout[-2000:]
+    assert "more not judged" in res.stdout.splitlines()[-1], res.stdout[-500:]
 
 
 # (process adversary) → what its records must say while the sandbox is active: the answers are out
@@ -242,7 +250,7 @@ def test_the_answer_key_is_out_of_reach_of_every_process_adversary(matrix, estim
     _, recs = matrix
     for item in (*ITEMS, "counterfactual"):
         rec = recs[(estimator, item)]
-        assert judged_status(rec) == "fail", (
+        assert judged_status(rec) in CAUGHT, (
             f"{item} × {estimator}: {rec['status']} — {rec['reason']}"
         )
         if estimator in OUT_OF_REACH:

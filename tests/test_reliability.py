@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 import scipy.stats  # noqa: F401  before pytester's in-process runs, whose module snapshot would drop it
 from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS  # noqa: E402
+from behaviortrace.fixtures.options import EXIT_NOT_JUDGED  # noqa: E402
 
 from bt_core.artifacts.run import contaminator_key
 from bt_core.artifacts.store import (
@@ -301,7 +303,7 @@ def test_damaged_cache_is_one_clear_session_error(suite, smoke_cache, tmp_path):
     assert "Traceback" not in out and "ArtifactError" not in out
 
 
-def test_broken_plugins_fail_their_items_and_the_session_continues(suite, pytester, check_outcomes):
+def test_broken_plugins_are_not_judged_and_the_session_continues(suite, pytester, check_outcomes):
     pytester.makepyfile(
         broken="""
         import numpy as np
@@ -327,31 +329,45 @@ def test_broken_plugins_fail_their_items_and_the_session_continues(suite, pytest
     res = suite("--estimator=broken:Raises,broken:Short,broken:TwoD,oracle", *NOT_LDS)
     n_items = N_ITEMS - 1
     oracle_fails = len(ORACLE_FAILS) - 1  # selected here: the draw items and seed_variance
-    check_outcomes(res, failed=3 * n_items + oracle_fails, passed=n_items - oracle_fails)
+    # a crash or a wrong shape is not judged (a skip with its reason), never a failed item: the
+    # oracle's own failures alone make the exit 1
+    check_outcomes(res, failed=oracle_fails, passed=n_items - oracle_fails, skipped=3 * n_items)
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    # pytest's short summary lists each, its reason cut at the terminal's width
     res.stdout.fnmatch_lines_random(
         [
-            (
-                "*magnitude_control × bad_raise*estimator failure*'bad_raise'*raised "
-                "RuntimeError: plug-in bug 42*"
-            ),
-            "*magnitude_control × bad_length*estimator failure*returned shape (*,); expected (*,)*",
-            "*fluency_control × bad_shape*estimator failure*returned shape (*, 2); expected (*,)*",
+            "*NOT JUDGED [[]error[]] magnitude_control × bad_raise: estimator failure*",
+            "*NOT JUDGED [[]error[]] magnitude_control × bad_length: estimator failure*",
+            "*NOT JUDGED [[]error[]] fluency_control × bad_shape: estimator failure*",
+            f"*exit 1: checklist item(s) failed (above); {3 * n_items} more not judged "
+            f"[[]{3 * n_items} error[]]*",
         ]
     )
     card = json.loads((pytester.path / "scorecard.json").read_text())
+    reason = {(r["item"], r["estimator"]): r["reason"] for r in card["records"]}
+    assert "'bad_raise'" in reason[("magnitude_control", "bad_raise")]
+    assert "raised RuntimeError: plug-in bug 42" in reason[("magnitude_control", "bad_raise")]
+    assert re.search(
+        r"returned shape \(\d+,\); expected \(\d+,\)", reason[("magnitude_control", "bad_length")]
+    )
+    assert re.search(
+        r"returned shape \(\d+, 2\); expected \(\d+,\)", reason[("fluency_control", "bad_shape")]
+    )
     status = {(r["item"], r["estimator"]): r["status"] for r in card["records"]}
     assert (
         len(status) == N_SETUP + 4 * n_items and status[("magnitude_control", "oracle")] == "pass"
     )
-    assert {s for (_, e), s in status.items() if e.startswith("bad_")} == {"fail"}
+    assert {s for (_, e), s in status.items() if e.startswith("bad_")} == {"error"}
+    assert card["exit"]["code"] == 1
+    assert sum(u["status"] == "error" for u in card["not_judged"]) == 3 * n_items
 
 
-def test_a_plugin_s_missing_extra_is_its_failure_naming_the_install_command(
+def test_a_plugin_s_missing_extra_is_its_error_naming_the_install_command(
     suite, pytester, check_outcomes
 ):
-    """Only a built-in adapter whose extra is absent may be skipped (and is never green:
-    tests/test_gate.py); a plug-in that raises the missing-extra error has failed its items, with
-    the command in the reason."""
+    """A built-in adapter whose extra is absent is skipped as such (and is never green:
+    tests/test_gate.py); a plug-in that raises the missing-extra error is not judged either, as an
+    error of its own, with the command in the reason, and never exits 0 or 1."""
     pytester.makepyfile(
         adapter="""
         from bt_core.extras import require
@@ -365,10 +381,14 @@ def test_a_plugin_s_missing_extra_is_its_failure_naming_the_install_command(
     )
     pytester.syspathinsert()
     res = suite("--estimator=adapter:NeedsTrak")
-    check_outcomes(res, failed=N_ITEMS)
-    res.stdout.fnmatch_lines(
-        ['*the TRAK adapter needs the optional package*pip install "behaviortrace[[]trak]"*']
-    )  # [[] is fnmatch for [
+    check_outcomes(res, skipped=N_ITEMS)
+    assert res.ret == EXIT_NOT_JUDGED
+    res.stdout.fnmatch_lines(["*NOT JUDGED [[]error[]] magnitude_control × needs_trak*"])
+    card = json.loads((pytester.path / "scorecard.json").read_text())
+    for r in (r for r in card["records"] if r["estimator"] == "needs_trak"):
+        assert r["status"] == "error", r
+        assert "the TRAK adapter needs the optional package" in r["reason"], r["reason"]
+        assert 'pip install "behaviortrace[trak]"' in r["reason"], r["reason"]
 
 
 def test_require_raises_an_import_error_with_the_command_even_inside_a_test():

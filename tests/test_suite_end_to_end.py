@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
 from behaviortrace.checklist import ESTIMATOR_ITEMS, SETUP_ITEMS
-from behaviortrace.fixtures.options import EXIT_REGRESSION
+from behaviortrace.fixtures.options import EXIT_NOT_JUDGED, EXIT_REGRESSION
 
 import bt_core.reporting.render  # noqa: E402,F401
 
@@ -100,7 +100,7 @@ def test_bad_options_are_usage_errors(suite, args, message):
     res.stderr.fnmatch_lines([message])
 
 
-def test_plugin_estimator_failure_is_a_failed_item(suite, pytester, check_outcomes):
+def test_plugin_estimator_failure_is_not_judged_and_never_exit_1(suite, pytester, check_outcomes):
     pytester.makepyfile(
         badest="""
         import numpy as np
@@ -114,8 +114,17 @@ def test_plugin_estimator_failure_is_a_failed_item(suite, pytester, check_outcom
     )
     pytester.syspathinsert()
     res = suite("--estimator=badest:Bad")
-    check_outcomes(res, failed=N_ITEMS)
-    res.stdout.fnmatch_lines(["*estimator failure*non-finite*"])
+    check_outcomes(res, skipped=N_ITEMS)
+    assert res.ret == EXIT_NOT_JUDGED  # not 1: exit 1 is a judged failure
+    res.stdout.fnmatch_lines(
+        [
+            "*NOT JUDGED [[]error[]]*estimator failure*non-finite*",
+            f"*exit {EXIT_NOT_JUDGED}: not green — {N_ITEMS} item(s) of bad_nan not judged "
+            f"[[]{N_ITEMS} error[]]*",
+        ]
+    )
+    card = json.loads((pytester.path / "scorecard.json").read_text())
+    assert {r["status"] for r in card["records"] if r["estimator"] == "bad_nan"} == {"error"}
 
 
 def test_estimator_settings_are_on_every_record(suite, pytester, check_outcomes):

@@ -79,6 +79,9 @@ class EstimatorFailure(RuntimeError):
 
     declined: bool = False
     missing_extra: str | None = None
+    # it read a problem field it did not declare: refused (a broken contract is the method's
+    # failure, judged like a label reader's refusal), where a crash is not judged
+    refused: bool = False
 
 
 class Evidence:
@@ -393,6 +396,7 @@ def _validated(
     if out.error is not None:
         failure = EstimatorFailure(where + out.error)
         failure.declined, failure.missing_extra = out.declined, out.missing_extra
+        failure.refused = out.refused
         return failure
     s = out.scores
     if s.shape != (problem.n_units,):
@@ -411,8 +415,10 @@ def _validated(
 
 def _undeclared(where: str, spec: EstimatorSpec, reads: list[str]) -> EstimatorFailure:
     fields_read = list(dict.fromkeys(reads))
-    return EstimatorFailure(
+    failure = EstimatorFailure(
         f"{where} read undeclared problem field(s) {fields_read}: its needs {list(spec.needs)} "
         "do not declare them, and an estimator is handed only what it declares (add them to "
         "its `needs`)"
     )
+    failure.refused = True
+    return failure

@@ -32,6 +32,8 @@ class Outcome:
     declined: bool = False  # it raised `Declined` (a documented limitation)
     missing_extra: str | None = None  # it raised `MissingExtra`: the install message
     undeclared: list[str] = field(default_factory=list)  # fields it read without declaring them
+    # refused before it ran (its files lie in the artifact cache): the method's failure, not a crash
+    refused: bool = False
     seconds: float = 0.0  # the call itself, where it ran
 
     def as_json(self) -> dict:
@@ -44,6 +46,7 @@ class Outcome:
         return cls(
             scores=scores,
             **{k: d[k] for k in ("error", "declined", "missing_extra", "undeclared", "seconds")},
+            refused=bool(d.get("refused", False)),
         )
 
 

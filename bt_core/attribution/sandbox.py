@@ -371,8 +371,8 @@ class Isolated:
 
     def score(self, spec: EstimatorSpec, params: dict, problem: AttributionProblem) -> Outcome:
         refused = self._refusal(spec)
-        if refused:
-            return Outcome(error=refused)
+        if refused:  # reaching for the cache is refused (fail); a missing declared file is an error
+            return Outcome(error=refused, refused=refused.startswith(" refused:"))
         try:
             name = self._scratch(problem)
         except ScratchError as e:

@@ -7,15 +7,17 @@ and settings, or of the baseline estimator it was explicitly mapped to (`compare
 `--scorecard-compare-as`).
 
 `compare` then judges record by record. A regression is a status that got worse than the baseline's
-for the same (item, estimator) — pass → fail or invalid-setup — or a headline figure that dropped by
-more than `tolerance` × |baseline| (relative). A record that cannot be compared (the baseline lacks
-its item, its estimator settings differ) is *refused*, never passed silently. Baseline records not
-run now are listed as notes (a session may select fewer items).
+for the same (item, estimator) — pass → fail — or a headline figure that dropped by more than
+`tolerance` × |baseline| (relative). A record not judged now (invalid-setup, error, declined) is not
+compared: it is noted, and the session exits "not judged" for it, never "regression". A record that
+cannot be compared (the baseline lacks its item, its estimator settings differ) is *refused*, never
+passed silently. Baseline records not run now are listed as notes (a session may select fewer
+items).
 """
 
 from __future__ import annotations
 
-RANK = {"pass": 2, "invalid-setup": 1, "fail": 0}
+from bt_core.reporting.scorecard import RANK, judged
 
 
 def settings_difference(now: dict, base: dict) -> str | None:
@@ -104,7 +106,7 @@ def compare(
     "regressions", "refused" (records that could not be compared, with why), "notes"}."""
     compare_as = compare_as or {}
     base = {(r["item"], r["estimator"]): r for r in baseline["records"]}
-    regressions, refused, used, compared = [], [], set(), 0
+    regressions, refused, unjudged, used, compared = [], [], [], set(), 0
     for r in current["records"]:
         item, est = r["item"], r["estimator"]
         bkey = (item, compare_as.get(est, est))
@@ -126,10 +128,15 @@ def compare(
         if diff:
             refused.append(f"{label}: cannot compare, {diff}")
             continue
+        if not judged(r["status"]) or (r["estimator"] == "setup" and r["status"] != "pass"):
+            # not judged now (a failed setup gate, a crash, a declined problem): nothing to
+            # compare, and not a regression of the method — the session's exit (not judged) says so
+            unjudged.append(f"{label}: not judged now ({r['status']}), nothing compared")
+            continue
         compared += 1
         regressions += _regressions(label, r, b, tolerance)
     names = {k[1] for k in used}  # of the estimators compared: the baseline's records not run now
-    notes = [
+    notes = unjudged + [
         f"{k[0]} × {k[1]}: in the baseline but not run now"
         for k in base
         if k not in used and k[1] in names

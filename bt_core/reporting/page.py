@@ -16,7 +16,13 @@ from tabulate import tabulate
 from bt_core.reporting import present, summary
 from bt_core.reporting.margins import MARGIN_INTRO
 
-STATUS_CLASS = {"pass": "st-pass", "fail": "st-fail", "invalid-setup": "st-invalid"}
+STATUS_CLASS = {
+    "pass": "st-pass",
+    "fail": "st-fail",
+    "invalid-setup": "st-invalid",
+    "error": "st-error",
+    "declined": "st-error",
+}
 MARGINS = "Margins over the deciding control"
 NOT_PROVENANCE = ("records", "comparison", "baselines", "presentation")  # shown elsewhere
 # the page's own ids: an item's section of the same key gets "section-<key>" instead
@@ -34,7 +40,7 @@ RESERVED = {
 
 CSS = """
 :root{--pass:#1a7f37;--pass-bg:#dafbe1;--fail:#b42318;--fail-bg:#fee4e2;--inv:#8a6d00;--inv-bg:#fff4cc;
---ink:#1f2328;--mute:#59636e;--line:#d0d7de;--val:#6e40aa;--val-bg:#f3ecfb}
+--err:#57606a;--err-bg:#eaeef2;--ink:#1f2328;--mute:#59636e;--line:#d0d7de;--val:#6e40aa;--val-bg:#f3ecfb}
 *{box-sizing:border-box}body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;\
 color:var(--ink);
 margin:0;background:#f6f8fa}main{max-width:1320px;margin:0 auto;padding:20px 28px 60px}
@@ -51,8 +57,9 @@ vertical-align:top;text-align:left}th{background:#f0f3f6}
 .chip{display:inline-block;border-radius:10px;padding:0 8px;font-size:11px;font-weight:700;\
 letter-spacing:.02em}
 .chip.st-pass{background:var(--pass);color:#fff}.chip.st-fail{background:var(--fail);color:#fff}
-.chip.st-invalid{background:var(--inv);color:#fff}
+.chip.st-invalid{background:var(--inv);color:#fff}.chip.st-error{background:var(--err);color:#fff}
 td.st-pass{background:var(--pass-bg)}td.st-fail{background:var(--fail-bg)}td.st-invalid{background:var(--inv-bg)}
+td.st-error{background:var(--err-bg)}
 table.grid td.cell{width:170px;position:relative}table.grid .why{display:block;font-size:12px;\
 color:#333}
 .rulechip{display:inline-block;margin-left:4px;border-radius:10px;padding:0 6px;font-size:10px;\
@@ -168,9 +175,13 @@ def verdict_grid(data: dict) -> str:
         + _chip("fail")
         + " fails (the why names the control it loses to) "
         + _chip("invalid-setup")
+        + " not judged: a failed setup gate or unusable evidence held it back "
+        + _chip("error")
+        + "/"
+        + _chip("declined")
         + (
-            " not judged: a failed setup gate or unusable evidence held it back; <span "
-            'class="rulechip">rule '
+            " not judged: the estimator raised, returned scores that cannot be ranked, or declined "
+            'the problem; <span class="rulechip">rule '
             "…</span> is what the item's own rule gives. Hover a cell for its reason, click it to "
             "open it in "
             "full.</p>"
@@ -224,8 +235,8 @@ def summary_section(data: dict) -> str:
         '<div class="card"><h3>Estimators judged</h3><div '
         f'class="big">{counts["judged_everywhere"]} of '
         f"{counts['estimators']}</div><p>judged (pass or fail) on every item — "
-        f"<b>{summary.methods_judged(counts)}</b>; {counts['held_back']} held back "
-        "as invalid-setup on at least one. "
+        f"<b>{summary.methods_judged(counts)}</b>; {counts['held_back']} not judged on at "
+        f"least one ({summary.verdict_counts(counts)}). "
         f"{summary.plural(counts['method'], 'method')}, "
         f"{summary.plural(counts['control'], 'built-in control')}, "
         f"{summary.plural(counts['validation'], 'validation estimator')}.</p></div>"

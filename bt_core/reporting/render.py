@@ -28,9 +28,9 @@ TERMINAL_WIDTH = 120  # columns every terminal table keeps within (wider tables 
 
 
 def cell_code(rec: dict) -> str:
-    """A verdict in a terminal grid cell: PASS, FAIL, INVALID (the item's own evidence is unusable),
-    or gated / gated:FAIL (a setup gate held it back; after the colon, what the item's rule
-    gives)."""
+    """A verdict in a terminal grid cell: PASS, FAIL, ERROR, DECLINED (the estimator could not be
+    scored), INVALID (the item's own evidence is unusable), or gated / gated:FAIL (a setup gate held
+    it back; after the colon, what the item's rule gives)."""
     if rec["status"] != "invalid-setup":
         return rec["status"].upper()
     rule = summary.rule_status(rec)
@@ -88,9 +88,10 @@ def terminal_grid(data: dict) -> list[str]:
 
 
 GRID_LEGEND = (
-    "gated = invalid-setup: a failed setup item held the verdict back; INVALID = the item's own "
-    "evidence is unusable; after a colon, what the item's own rule gives; [reads labels] = "
-    "validation only, never a method."
+    "PASS and FAIL are judged; the rest are not: gated = invalid-setup: a failed setup item held "
+    "the verdict back; INVALID = the item's own evidence is unusable; ERROR = the estimator raised "
+    "or returned scores that cannot be ranked; DECLINED = it declined the problem; after a colon, "
+    "what the item's own rule gives; [reads labels] = validation only, never a method."
 )
 
 

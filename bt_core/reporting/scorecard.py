@@ -26,6 +26,25 @@ class Status(StrEnum):
     PASS = "pass"
     FAIL = "fail"
     INVALID_SETUP = "invalid-setup"  # the fixtures cannot test the item: never a pass
+    # the estimator could not be judged: it raised, or returned scores that cannot be ranked (the
+    # wrong shape, a NaN, all equal), or a plug-in's optional extra is absent
+    ERROR = "error"
+    DECLINED = "declined"  # it declined the problem (`Declined`: a documented limitation)
+
+
+# the statuses that are not a judgement of the method: never green, and never exit 1 (an item
+# failed), which belongs to the judged failures alone (`fixtures.gate`)
+NOT_JUDGED = (Status.INVALID_SETUP, Status.ERROR, Status.DECLINED)
+
+
+# how good a status is, for a comparison with a baseline and the best method per item: a pass, then
+# a verdict held back by the fixtures or a documented limitation, then a failure or a crash
+RANK = {"pass": 2, "invalid-setup": 1, "declined": 1, "error": 0, "fail": 0}
+
+
+def judged(status: str) -> bool:
+    """Whether `status` judges the method (pass or fail), not a verdict held back."""
+    return Status(status) in (Status.PASS, Status.FAIL)
 
 
 STATUSES = tuple(s.value for s in Status)
@@ -36,8 +55,9 @@ ROLES = ("method", "control", "validation")
 # Evidence that cannot test the item outranks a failure: a verdict over seeds is invalid-setup if
 # any seed is, else fail if any seed fails. `FAIL_FIRST` is the order within one seed where a
 # failing part is the estimator's failure whatever another part's setup (headroom's two levels).
-WORST_FIRST = (Status.INVALID_SETUP, Status.FAIL, Status.PASS)
-FAIL_FIRST = (Status.FAIL, Status.INVALID_SETUP, Status.PASS)
+# An estimator that could not be scored (error, declined) outranks both: nothing of it was judged.
+WORST_FIRST = (Status.ERROR, Status.DECLINED, Status.INVALID_SETUP, Status.FAIL, Status.PASS)
+FAIL_FIRST = (Status.ERROR, Status.DECLINED, Status.FAIL, Status.INVALID_SETUP, Status.PASS)
 
 
 def worst_status(statuses: Iterable[str], order: tuple[Status, ...] = WORST_FIRST) -> Status:
@@ -75,7 +95,8 @@ class Verdict:
 
     item: str
     estimator: str  # estimator name, or "setup" for setup-validity items
-    status: Status  # pass | fail | invalid-setup (a plain string is accepted and converted)
+    # pass | fail | invalid-setup | error | declined (a plain string is accepted and converted)
+    status: Status
     reason: str  # one or two sentences with the figures that decided it
     figures: dict[str, Any] = field(default_factory=dict)  # per-seed numbers behind the verdict
     estimator_spec: dict[str, Any] = field(default_factory=dict)  # name, params, origin

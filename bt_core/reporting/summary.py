@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import re
 
-from bt_core.reporting.scorecard import ROLES  # the display order of the estimator groups
+# ROLES: the display order of the estimator groups
+from bt_core.reporting.scorecard import RANK, ROLES, judged
 
 ROLE_TITLES = {
     "method": "methods",
     "control": "controls (built-in, target-free)",
     "validation": "validation (reads the labels — not a method)",
 }
-RANK = {"pass": 2, "invalid-setup": 1, "fail": 0}
 
 
 def clip(text: str, width: int) -> str:
@@ -125,21 +125,30 @@ def methods_judged(counts: dict[str, int]) -> str:
 
 
 def judged_counts(data: dict) -> dict[str, int]:
-    """How many estimators were judged (pass or fail) on every item, and how many were held back on
-    some."""
+    """How many estimators were judged (pass or fail) on every item, how many were not judged on
+    some (held back by the fixtures: invalid-setup; or not scored: error, declined), and how many
+    verdicts have each status."""
     names = [n for n, _ in estimators(data)]
     g = grid(data)
     full = [
+        n for n in names if all(judged(g[(n, i)]["status"]) for i in items(data) if (n, i) in g)
+    ]
+    scored = [
         n
         for n in names
-        if all(g[(n, i)]["status"] != "invalid-setup" for i in items(data) if (n, i) in g)
+        if all(g[(n, i)]["status"] not in ("error", "declined") for i in items(data) if (n, i) in g)
     ]
     methods = {n for n, r in estimators(data) if r == "method"}
+    verdicts: dict[str, int] = {}
+    for r in estimator_records(data):
+        verdicts[r["status"]] = verdicts.get(r["status"], 0) + 1
     return {
         "estimators": len(names),
         "judged_everywhere": len(full),
         "held_back": len(names) - len(full),
+        "unscored": len(names) - len(scored),
         "methods_judged": len(methods & set(full)),
+        "verdicts": verdicts,
         **{role: sum(1 for _, r in estimators(data) if r == role) for role in ROLES},
     }
 
@@ -166,6 +175,18 @@ def headline(data: dict) -> list[str]:
         f"{plural(counts['control'], 'control')}, {counts['validation']} validation); "
         f"{counts['judged_everywhere']} judged (pass or fail) on every item — "
         f"{methods_judged(counts)} — and "
-        f"{counts['held_back']} held back as invalid-setup on at least one."
+        f"{counts['held_back']} not judged on at least one."
     )
+    lines.append(f"Verdicts: {verdict_counts(counts)}.")
     return lines
+
+
+def verdict_counts(counts: dict) -> str:
+    """The verdicts by status, judged apart from not judged (`judged_counts`'s "verdicts")."""
+    v = counts["verdicts"]
+    return (
+        f"{v.get('pass', 0)} pass and {v.get('fail', 0)} fail judged; not judged: "
+        f"{v.get('invalid-setup', 0)} invalid-setup (held back by the fixtures), "
+        f"{v.get('error', 0)} error, {v.get('declined', 0)} declined (the estimator could not be "
+        "scored)"
+    )
