@@ -333,6 +333,12 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
             "the tool on two freshly keyed short smoke builds",
         ),
     ),
+    "python benchmarks/bench_keys.py --scale smoke --builds 20 --estimator cosine": (
+        # 20 cold smoke builds judged by one estimator (about 25 min): its options here, the tool's
+        # own test judges an estimator on a short build
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_keys.py --scale default --builds 3 --estimator cosine": (
         # three cold default builds (about 35 min on 2 cores) judged by one estimator
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),

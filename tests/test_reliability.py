@@ -109,14 +109,16 @@ def test_training_killed_anywhere_resumes_to_the_same_bytes(
     # 1. between checkpoints: after the 3rd GRPO update (checkpoint 0 = end of SFT is committed)
     _killed(attempt("train.step@3"))
     assert not final.exists() and _segments(work) == [0]
-    # 2. checkpoint 12's model/optimizer written, its journal segment written but not committed
+    every = cfg.grpo.checkpoint_every
+    assert 18 % every == 0 and 18 < cfg.grpo.steps  # checkpoint 18 exists and is not the last
+    # 2. checkpoint 2·every's model/optimizer written, its journal segment written but not committed
     _killed(attempt("train.segment@2"))
-    assert not final.exists() and _segments(work) == [0, 6]
-    assert list((work / "journal").glob(".step_000012.tmp-*"))
+    assert not final.exists() and _segments(work) == [0, every]
+    assert list((work / "journal").glob(f".step_{2 * every:06d}.tmp-*"))
     # 3. from outside, the moment checkpoint 18's optimizer file appears (possibly torn mid-write)
     ckpt18 = work / "artifact" / "checkpoints"
     _killed(attempt("store.before_rename.runs@1"), ckpt18, "step_000018.optim.safetensors")
-    assert not final.exists() and _segments(work)[-1] in (12, 18)
+    assert not final.exists() and _segments(work)[-1] in (18 - every, 18)
     # 4. training finished and the manifest written, killed just before the rename into place
     _killed(attempt("store.before_rename.runs@1"))
     assert not final.exists() and (work / "artifact" / "manifest.json").exists()
