@@ -67,6 +67,7 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
             {d: r["status"] for d, r in rows.items()},
             {d: r["margin"] for d, r in rows.items()},
             {d: r["chance_margin"] for d, r in rows.items()},
+            unit="draw",
         )
         auc = {d: r["auc"] for d, r in rows.items()}
         causal = {d: r[fluency_control.CAUSAL]["auc"] for d, r in rows.items()}

@@ -299,8 +299,16 @@ def present(rec: dict) -> dict:
     dot = pr.dot_row(
         rec["estimator"], [{s: pr.point(v) for s, v in lift[lv].items()} for lv in LEVELS]
     )
+    # a built-in control judged as an estimator (norm_only) is already drawn in the controls' band
+    # (`present_controls`): one row of dots, not two of the same scores (issue 39)
+    spec = rec.get("estimator_spec") or {}
+    drawn = (
+        rec["estimator"] in controls.CONTROL_NAMES and spec.get("origin", "builtin") == "builtin"
+    )
     ceiling = {lv: {s: _at(per[s], lv).get("ceiling_lift") for s in seeds} for lv in LEVELS}
-    return pr.presentation(*_lift_panels(seeds, rows, [dot], ceiling), sections={"lift": SECTION})
+    return pr.presentation(
+        *_lift_panels(seeds, rows, [] if drawn else [dot], ceiling), sections={"lift": SECTION}
+    )
 
 
 def present_controls(baselines: dict) -> dict:

@@ -37,9 +37,15 @@ ALPHA = 0.05  # two-sided Student-t CI of the across-seed mean margin
 ITEMS = (magnitude_control, fluency_control, headroom)  # the per-seed items whose spread is judged
 
 
-def judge_spread(statuses: dict, margins: dict, chance_margins: dict) -> dict:
-    """One item's spread across units (seeds or draws): figures plus `status` and `problems` (why
-    not)."""
+def units(unit: str, which: list) -> str:
+    """`which` named by their kind, so that a draw is never read as a seed: "seeds [0, 2]",
+    "draw 1"."""
+    return f"{unit} {which[0]}" if len(which) == 1 else f"{unit}s {which}"
+
+
+def judge_spread(statuses: dict, margins: dict, chance_margins: dict, unit: str = "seed") -> dict:
+    """One item's spread across units (`unit`: seeds or draws): figures plus `status` and
+    `problems` (why not), each naming its units by kind."""
     invalid = [u for u, st in statuses.items() if st == Status.INVALID_SETUP]
     lo, hi = t_mean_ci(list(margins.values()), ALPHA)
     counts = Counter(statuses.values())
@@ -53,16 +59,20 @@ def judge_spread(statuses: dict, margins: dict, chance_margins: dict) -> dict:
         "flips": [u for u, st in statuses.items() if st != majority],
     }
     if invalid:
-        return {**out, "judged": Status.INVALID_SETUP, "problems": [f"unusable on {invalid}"]}
+        return {
+            **out,
+            "judged": Status.INVALID_SETUP,
+            "problems": [f"unusable on {units(unit, invalid)}"],
+        }
     problems = []
     bad = [u for u, st in statuses.items() if st != Status.PASS]
     if bad:
-        problems.append(f"verdict does not hold on {bad}")
+        problems.append(f"verdict does not hold on {units(unit, bad)}")
     if not lo > 0:
         problems.append(f"mean margin CI [{fmt(lo)}, {fmt(hi)}] not above 0")
     low = [u for u, c in chance_margins.items() if not c > 0]
     if low:
-        problems.append(f"at or below chance on {low}")
+        problems.append(f"at or below chance on {units(unit, low)}")
     return {**out, "judged": Status.FAIL if problems else Status.PASS, "problems": problems}
 
 

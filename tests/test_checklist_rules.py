@@ -237,3 +237,16 @@ def test_a_spread_not_judged_leads_its_line_with_the_spread_that_was_not_judged(
     assert spread_short(spreads, str) == "fluency_control: unusable on [5]"
     del spreads["fluency_control"]
     assert spread_short(spreads, str) == "magnitude_control: verdict does not hold on [0, 2, 5]"
+
+
+def test_a_spread_names_its_units_so_draws_are_never_read_as_seeds():
+    """Issue 39: draw_variance listed draws as "[1, 2]" beside seed lists such as "[0, 2, 5]"; each
+    problem now names its units ("draws [1, 2]", "seed 5")."""
+    from behaviortrace.checklist.seed_variance import judge_spread
+
+    margins = {0: 0.2, 1: -0.1, 2: -0.3}
+    f = judge_spread({0: "pass", 1: "fail", 2: "fail"}, margins, margins, unit="draw")
+    assert f["problems"][0] == "verdict does not hold on draws [1, 2]"
+    assert f["problems"][-1] == "at or below chance on draws [1, 2]"
+    f = judge_spread({0: "pass", 2: "pass", 5: "invalid-setup"}, margins, margins)
+    assert f["problems"] == ["unusable on seed 5"]
