@@ -236,7 +236,7 @@ def summary_section(data: dict) -> str:
         f'class="big">{counts["judged_everywhere"]} of '
         f"{counts['estimators']}</div><p>judged (pass or fail) on every item — "
         f"<b>{summary.methods_judged(counts)}</b>; {counts['held_back']} not judged on at "
-        f"least one ({summary.verdict_counts(counts)}). "
+        f"least one. Verdicts: {summary.verdict_counts(counts)}. "
         f"{summary.plural(counts['method'], 'method')}, "
         f"{summary.plural(counts['control'], 'built-in control')}, "
         f"{summary.plural(counts['validation'], 'validation estimator')}.</p></div>"

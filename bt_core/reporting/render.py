@@ -91,7 +91,8 @@ GRID_LEGEND = (
     "PASS and FAIL are judged; the rest are not: gated = invalid-setup: a failed setup item held "
     "the verdict back; INVALID = the item's own evidence is unusable; ERROR = the estimator raised "
     "or returned scores that cannot be ranked; DECLINED = it declined the problem; after a colon, "
-    "what the item's own rule gives; [reads labels] = validation only, never a method."
+    "what the item's own rule gives; [reads labels] = validation only, never a method (it fails "
+    "the causal items by design: the planted labels are not the replayed truth)."
 )
 
 

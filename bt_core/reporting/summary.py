@@ -13,7 +13,11 @@ from bt_core.reporting.scorecard import RANK, ROLES, judged
 ROLE_TITLES = {
     "method": "methods",
     "control": "controls (built-in, target-free)",
-    "validation": "validation (reads the labels — not a method)",
+    "validation": (
+        "validation (reads the planted labels — not a method; it fails the causal items, "
+        "counterfactual and the draw items, by design: the labels are the reference's view, not "
+        "the replayed truth)"
+    ),
 }
 
 
@@ -182,11 +186,10 @@ def headline(data: dict) -> list[str]:
 
 
 def verdict_counts(counts: dict) -> str:
-    """The verdicts by status, judged apart from not judged (`judged_counts`'s "verdicts")."""
+    """The verdicts by status, judged apart from not judged (`judged_counts`'s "verdicts"), e.g.
+    "3 pass, 69 fail judged; 0 invalid-setup, 0 error, 0 declined not judged"."""
     v = counts["verdicts"]
     return (
-        f"{v.get('pass', 0)} pass and {v.get('fail', 0)} fail judged; not judged: "
-        f"{v.get('invalid-setup', 0)} invalid-setup (held back by the fixtures), "
-        f"{v.get('error', 0)} error, {v.get('declined', 0)} declined (the estimator could not be "
-        "scored)"
+        f"{v.get('pass', 0)} pass, {v.get('fail', 0)} fail judged; {v.get('invalid-setup', 0)} "
+        f"invalid-setup, {v.get('error', 0)} error, {v.get('declined', 0)} declined not judged"
     )
