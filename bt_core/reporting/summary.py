@@ -14,9 +14,8 @@ ROLE_TITLES = {
     "method": "methods",
     "control": "controls (built-in, target-free)",
     "validation": (
-        "validation (reads the planted labels — not a method; it fails the causal items, "
-        "counterfactual and the draw items, by design: the labels are the reference's view, not "
-        "the replayed truth)"
+        "validation (reads the planted labels — not a method; it fails the items judged on causal "
+        "truth by design: the labels are the reference's view, not the replayed truth)"
     ),
 }
 
