@@ -455,3 +455,53 @@ def test_every_artifact_loader_verifies_its_directory(smoke_artifacts, tmp_path)
             f.write(b" ")
         with pytest.raises(ArtifactError, match=victim):
             loader(dst)
+
+
+def test_ctrl_c_stops_a_cold_parallel_build_within_seconds(tmp_path):
+    """Issue 39 req. 5: an interrupt during a cold two-worker build stops it promptly (before: the
+    pool's exit ran every queued build to its end, about 50 s), and the cache holds no artifact
+    without its manifest: only complete artifacts and stale temporary folders."""
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    code = (
+        "from bt_core.config import get_scale\n"
+        "from bt_core.pipeline import build_scale\n"
+        f"build_scale(get_scale('smoke'), {str(cache)!r}, [0, 2], workers=2)\n"
+    )
+    # a process group of its own, so that nothing stray outlives the test (killpg below)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not any((cache / "runs").glob("*")) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the workers are building
+    time.sleep(3)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    sent = time.monotonic()
+    # to the main process alone (`kill -INT PID`, a CI runner's cancel): the workers, which a
+    # terminal's Ctrl-C would reach too, must be stopped by the build itself
+    os.kill(proc.pid, signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the build was still running 30 s after Ctrl-C")
+    took = time.monotonic() - sent
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err[-2000:]
+    assert took < 5, f"stopped {took:.1f} s after Ctrl-C"
+    time.sleep(1)  # nothing goes on writing after it stopped
+    entries = lambda: sorted(str(p) for p in cache.rglob("*"))  # noqa: E731
+    before = entries()
+    time.sleep(2)
+    assert entries() == before
+    for kind in cache.iterdir():
+        if kind.is_dir():
+            for art in kind.iterdir():
+                if art.is_dir() and not art.name.startswith("."):
+                    assert (art / "manifest.json").exists(), f"{art} is half-written"
