@@ -505,3 +505,48 @@ def test_ctrl_c_stops_a_cold_parallel_build_within_seconds(tmp_path):
             for art in kind.iterdir():
                 if art.is_dir() and not art.name.startswith("."):
                     assert (art / "manifest.json").exists(), f"{art} is half-written"
+
+
+def test_ctrl_c_during_a_checklist_session_exits_2_and_says_nothing_is_claimed(tmp_path):
+    """The README's exit table: Ctrl-C (SIGINT) during a session's cold build exits 2, pytest's
+    "interrupted", within seconds, and the last line claims nothing."""
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(Path(__file__).resolve().parents[1] / "benchmarks"),
+            "--scale=smoke",
+            "--estimator=random",
+            f"--bt-cache={cache}",
+            "--bt-workers=2",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not any((cache / "runs").glob("*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)
+    assert proc.poll() is None, proc.communicate()[0][-2000:]
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the session was still running 30 s after Ctrl-C")
+    took = time.monotonic() - sent
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert took < 10, f"exited {took:.1f} s after Ctrl-C"
+    assert "KeyboardInterrupt" in out and "green" not in out.splitlines()[-1], out[-2000:]
