@@ -37,6 +37,25 @@ class MyMethod(Estimator):
 '''
 
 
+def _clean_venv(venv: Path) -> Path:
+    """A virtual environment without pip or behaviortrace whose dependencies are this environment's
+    site directories (a `.pth` line each, which runs none of their own `.pth` files, so this
+    checkout's editable install stays invisible there); its python."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    py = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    Path(purelib, "outer_env.pth").write_text("".join(f"{p}\n" for p in sites))
+    return py
+
+
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
     """(python of a scratch venv holding the behaviortrace wheel, its bin dir)."""
@@ -59,19 +78,7 @@ def scratch(tmp_path_factory):
     )
     wheel = next((tmp / "dist").glob("behaviortrace-*.whl"))
     venv = tmp / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
-    )
-    py = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    # this env's dependencies
-    sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
-    Path(purelib, "outer_env.pth").write_text("".join(f"{p}\n" for p in sites))
+    py = _clean_venv(venv)
     subprocess.run(
         [
             sys.executable,
@@ -331,18 +338,7 @@ def test_the_readme_install_line_installs_the_gate_from_a_copy_beside_the_method
     clone = _clone(repo / "behaviortrace")
     (clone / "README.md").write_bytes((ROOT / "README.md").read_bytes())  # the package's readme
     venv = tmp_path / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
-    )
-    py = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
-    Path(purelib, "outer_env.pth").write_text("".join(f"{p}\n" for p in sites))
+    py = _clean_venv(venv)
     # the line's own target, from the method's folder (torch is this environment's 2.13.0)
     target = install.split()[-1]
     res = subprocess.run(
