@@ -687,3 +687,20 @@ def test_a_failed_setup_gate_is_not_judged_never_exit_1(suite, pytester, monkeyp
     card = _card(pytester)
     assert [u["status"] for u in card["not_judged"]] == ["setup-failed", "invalid-setup"]
     assert card["exit"]["code"] == EXIT_NOT_JUDGED
+
+
+def test_the_last_line_counts_only_what_a_failed_gate_held_back():
+    """A failed gate's line counts the items it held back (invalid-setup), not an estimator left
+    unselected or an adapter's skip; an exit-1 line counts the items not judged, not the gate."""
+    from behaviortrace.fixtures.gate import last_line
+
+    gate = {"item": "emergence", "estimator": "setup", "status": "setup-failed", "allowed": False}
+    gate["why"] = "setup gate emergence failed: fails on seed 0"
+    held = {"item": "headroom", "estimator": "cosine", "status": "invalid-setup", "allowed": False}
+    held["why"] = "invalid-setup: not judged: setup emergence failed"
+    unselected = {"item": None, "estimator": "random", "status": "not-selected", "allowed": False}
+    unselected["why"] = "none of its items was selected"
+    line, good = last_line(EXIT_NOT_JUDGED, 3, None, [gate, held, unselected])
+    assert not good and "it held back 1 estimator item(s)" in line, line
+    line, _ = last_line(pytest.ExitCode.TESTS_FAILED, 3, None, [gate, held])
+    assert line.endswith("; 1 more not judged [1 invalid-setup]"), line
