@@ -5,8 +5,8 @@
 * `gates="targets"` (in_context_targets): the targets may not carry the behavior, so the verdicts of
   estimators that read targets cannot be trusted either way: their items report invalid-setup, with
   the figures and the status the item's own rule gives kept in the record (`gate_targets`).
-  Target-free estimators are unaffected. An estimator whose `score` failed still fails: a broken
-  method is broken on any fixture.
+  Target-free estimators are unaffected. An estimator whose `score` failed keeps its own status
+  (error, declined, or fail when refused): a broken method is broken on any fixture.
 * `gates="none"` (advisory): quoted as a caveat in the verdicts of estimators that read targets
   (`attach_caveats`). No built-in item is advisory in this release.
 """

@@ -18,8 +18,8 @@ shares nothing with it. Each `score` call is timed (`scoring_times`) with pytest
 
 Scores are computed once per (estimator, problem) and checked: a wrong shape, NaN/inf, an
 all-constant vector or an exception inside `score` (a write into its read-only inputs among them)
-becomes an `EstimatorFailure` that the item reports as a failed verdict naming the estimator and the
-problem.
+becomes an `EstimatorFailure` that the item reports, naming the estimator and the problem, as not
+judged (`error`, or `declined`), or as failed when it was refused (an undeclared read).
 """
 
 from __future__ import annotations
