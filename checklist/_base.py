@@ -143,6 +143,12 @@ def spread(values: list[float]) -> dict:
     }
 
 
+def failing_first(clauses: list[tuple[bool, str]], sep: str = "; ") -> str:
+    """Join (held, text) clauses with the ones that failed first, each in its own order: a one-line
+    reason is cut at its end, so the clause that failed must lead (issue 39)."""
+    return sep.join([t for ok, t in clauses if not ok] + [t for ok, t in clauses if ok])
+
+
 def setup_verdict(name: str, per_seed: dict[int, dict], extra: dict | None = None) -> Verdict:
     """A setup item's verdict (estimator "setup"): pass iff every seed's check passes."""
     failing = [s for s, r in per_seed.items() if r["status"] != Status.PASS]

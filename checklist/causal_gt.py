@@ -55,7 +55,7 @@ from bt_core.attribution.evidence import Evidence
 from bt_core.reporting.scorecard import Status, Verdict
 
 from . import emergence
-from ._base import Item, fmt, setup_verdict
+from ._base import Item, failing_first, fmt, setup_verdict
 from ._memo import memo
 
 NAME = "causal_gt"
@@ -100,7 +100,7 @@ def seed_figures(replays, control) -> dict:
         f"{fmt(ctl_final)} at the end (≤ {emergence.S_B_MIN}); no-bonus replay s_b {fmt(nb_s_b)}"
     )
     # the clause that failed leads (a one-line reason is cut at its end)
-    why = f"{nb_clause}; {gt_clause}" if ok_gt and not ok_nb else f"{gt_clause}; {nb_clause}"
+    why = failing_first([(ok_gt, gt_clause), (ok_nb, nb_clause)])
     return {
         "measure_step": replays.measure.step,
         "nll_full": replays["full"].nll,

@@ -39,7 +39,7 @@ from bt_core.attribution.evidence import Evidence
 from bt_core.reporting import present as pr
 from bt_core.reporting.scorecard import Status, Verdict
 
-from ._base import Item, fmt, setup_verdict
+from ._base import Item, failing_first, fmt, setup_verdict
 
 NAME = "in_context_targets"
 TITLE = (
@@ -69,9 +69,12 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
             ok &= good
             ic, co = al["in_context"], al["constructed"]
             why.append(
-                f"draw {d}: in-context {fmt(ic.mean)} [{fmt(ic.ci_lo)}, {fmt(ic.ci_hi)}]"
-                + ("" if good else " ✗")
-                + f"; constructed {fmt(co.mean)} [{fmt(co.ci_lo)}, {fmt(co.ci_hi)}]"
+                (
+                    good,
+                    f"draw {d}: in-context {fmt(ic.mean)} [{fmt(ic.ci_lo)}, {fmt(ic.ci_hi)}]"
+                    + ("" if good else f" ✗ (lower bound ≤ {IN_CONTEXT_MIN})")
+                    + f"; constructed {fmt(co.mean)} [{fmt(co.ci_lo)}, {fmt(co.ci_hi)}]",
+                )
             )
         per_seed[seed] = {
             "alignment": rows[0],
@@ -79,7 +82,8 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
             "constructed_aligns": aligns,
             "analysis_step": a.draws[0].analysis_step,
             "status": Status.PASS if ok else Status.FAIL,
-            "why": "; ".join(why),
+            # the draws that failed lead: a one-line reason is cut at its end
+            "why": failing_first(why),
         }
     finding = (
         f"finding (not a gate): the constructed target's CI upper bound is ≥ {CONSTRUCTED_MAX} on "

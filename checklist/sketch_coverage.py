@@ -12,7 +12,7 @@ from __future__ import annotations
 from bt_core.attribution.evidence import Evidence
 from bt_core.reporting.scorecard import Status, Verdict
 
-from ._base import Item, setup_verdict
+from ._base import Item, failing_first, setup_verdict
 
 NAME = "sketch_coverage"
 TITLE = "the gradient sketch covers the trigger and behavior parameters"
@@ -35,9 +35,18 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
             "fidelity": fid,
             "replay_max_abs_diff": rep["replay_max_abs_diff"],
             "status": Status.PASS if ok else Status.FAIL,
-            "why": (
-                f"{cov['projector']} k={cov['k']}: {rows}; mean |Δcos| {fid['mean_abs_cos_err']} "
-                f"(tol {fid['tolerance']}); replay max |Δθ| {rep['replay_max_abs_diff']:.1e}"
+            "why": f"{cov['projector']} k={cov['k']}: "
+            + failing_first(
+                [
+                    (
+                        cov["ok"],
+                        f"{rows}; mean |Δcos| {fid['mean_abs_cos_err']} (tol {fid['tolerance']})",
+                    ),
+                    (
+                        rep["replay_max_abs_diff"] <= REPLAY_TOL,
+                        f"replay max |Δθ| {rep['replay_max_abs_diff']:.1e} (≤ {REPLAY_TOL:g})",
+                    ),
+                ]
             ),
         }
     return setup_verdict(NAME, per_seed, {"replay_tol": REPLAY_TOL})

@@ -3,10 +3,13 @@ readers."""
 
 from types import SimpleNamespace
 
+import hypothesis.strategies as st
 import numpy as np
 import pytest
 from behaviortrace.checklist import in_context_targets
+from behaviortrace.checklist._base import failing_first
 from behaviortrace.checklist.setup import reads_targets
+from hypothesis import given
 
 from bt_core.artifacts.targets import Alignment
 from bt_core.attribution.catalog import get
@@ -82,6 +85,42 @@ def test_the_gate_acts_on_every_draw_of_every_seed():
         in_context_targets.evaluate_setup(_evidence(seeds, draws={3: [good, good]})).status
         == "pass"
     )
+
+
+def test_a_failed_gate_leads_its_one_line_with_the_draw_that_failed():
+    """Issue 39: the one-line reason (`short`, cut at its end in the terminal, the banner and the
+    JSON) leads with the draw that failed, not with draw 0 that held."""
+    good = {"in_context": (0.15, 0.10, 0.21), "constructed": (0.01, -0.02, 0.04)}
+    bad = {"in_context": (0.06, 0.02, 0.09), "constructed": (0.0, -0.1, 0.1)}
+    v = in_context_targets.evaluate_setup(_evidence({0: good}, draws={0: [good, good, bad]}))
+    assert v.status == "fail"
+    assert v.short.startswith("fails on seed 0: draw 2: in-context 0.06"), v.short
+    assert "✗" in v.short.split(";")[0]
+    # every draw is still named, in its own order after the failing ones
+    why = v.figures["per_seed"][0]["why"]
+    assert why.index("draw 2") < why.index("draw 0") < why.index("draw 1")
+
+
+@given(st.lists(st.tuples(st.booleans(), st.text(min_size=1, max_size=5)), max_size=6))
+def test_failing_first_keeps_every_clause_and_puts_the_failed_ones_first(clauses):
+    out = failing_first(clauses, sep="|")
+    order = [t for ok, t in clauses if not ok] + [t for ok, t in clauses if ok]
+    assert out == "|".join(order)
+
+
+def test_emergence_leads_with_the_clause_that_failed():
+    from behaviortrace.checklist import emergence
+
+    def ev(s_b, control):
+        run = SimpleNamespace(
+            summary={"s_b_final": s_b, "control_rate_final": control, "saturation_step": 3}
+        )
+        return SimpleNamespace(artifacts={0: SimpleNamespace(run=run)})
+
+    v = emergence.evaluate_setup(ev(1.0, 0.5))
+    assert v.status == "fail" and v.short.startswith("fails on seed 0: control 0.5"), v.short
+    v = emergence.evaluate_setup(ev(0.0, 0.0))
+    assert v.short.startswith("fails on seed 0: s_b 0"), v.short
 
 
 def test_target_readers_are_declared_or_assumed():
