@@ -73,14 +73,19 @@ judged δ, and the **radius**, the largest rung up to which every departure is �
 tenth; none where the first rung already departs). Every verdict's line shows it ("δ = 0.0001,
 first order to δ = 0.001; at δ = 0.01 its slope is 130% off") and the LDS table has a row for it.
 
-*The ceiling's own trajectory.* `metagrad` recomputes the trajectory's states by replay from each
-stored float32 checkpoint (cast to float64), one interval at a time; the replays run in float64
-from step 0. On a sensitive seed the slopes of the two trajectories differ: on seed 4 above,
-metagrad over the central difference converged to 1.11 on all 4 subsets as δ went to 1e-6, and to
-1.002 with the states recomputed from step 0 alone (`bench_linearity.py --one-segment`); on seed 3
-to 0.94–1.06. The ceiling keeps the estimator's own computation, which a method can run at every
-scale (one segment holds every step's graph); a uniform scale leaves a Spearman unchanged, and a
-spread of ±6% barely reorders subsets whose effects differ by far more.
+*The ceiling's own trajectory.* The replays run in float64 from step 0. `metagrad` used to recompute
+its states from each stored float32 checkpoint (cast to float64), one interval at a time: the
+derivative of a trajectory that the checkpoints' rounding moves. On a sensitive seed the slopes of
+the two trajectories differ: on seed 4 above, metagrad over the central difference converged to 1.11
+on all 4 subsets as δ went to 1e-6, and to 1.002 with the states recomputed from step 0 alone
+(`bench_linearity.py`, whose `--states stored` gives the old restart); on seed 3 to 0.94–1.06 — a
+spread that reorders subsets of close effect (a second fresh key's seed 3 had LDS 0.699 [0.277,
+1.0], the only seed of 10 below 0.9; its cache was not kept, so whether this was its cause is not
+shown). So the ceiling now differentiates the replays' own trajectory: one float64 sweep from step 0
+keeps the states at every checkpoint and each segment restarts from them (`metagrad(states="auto")`:
+"replayed" where those states fit in 1 GiB, every scale but real and paper;
+`bt_core.counterfactual.metagrad`, "Whose trajectory"). A method may do the same: it reads only the
+step-0 checkpoint and the logged stream.
 
 *What the exact influence gave at δ = 0.01* (the judged δ before issue 47; measured after the rule
 and that δ were fixed). Smoke, M = 24: LDS 0.99 [0.94, 1.00], 1.00 [0.98, 1.00], 1.00 [0.99,

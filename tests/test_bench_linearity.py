@@ -76,9 +76,9 @@ def test_metagrad_predicts_the_replays_where_the_probe_says_first_order(smoke_ca
     fine = next(p for p in rec["per_delta"] if p["delta"] == 1e-4)
     assert rec["radius"] is not None and fine["max_ratio"] <= tool.RATIO_BAR
     assert 0.9 < fine["pred_over_central_min"] <= fine["pred_over_central_max"] < 1.1
-    # metagrad's states recomputed from step 0 alone, as the replays run: the same slope
-    one = tool.probe_seed("smoke", 0, str(smoke_cache), (1e-4,), 2, one_segment=True)
-    assert one["one_segment"] and not rec["one_segment"]
+    # metagrad's segments restarted from the stored float32 checkpoints: the same slope here
+    one = tool.probe_seed("smoke", 0, str(smoke_cache), (1e-4,), 2, states="stored")
+    assert one["states"] == "stored" and rec["states"] == "replayed"
     p = one["per_delta"][0]
     assert 0.9 < p["pred_over_central_min"] <= p["pred_over_central_max"] < 1.1
 

@@ -164,7 +164,7 @@ def test_removed_rows_leave_exactly_their_terms(smoke_artifacts):
     """One partial step's gradient is the logged gradient minus the removed rollouts' terms
     A_i∇ℓ_i/(G·B): the logged advantages and the loss weights of the kept rows do not change
     (first-order additivity)."""
-    from bt_core.counterfactual.replay import _partial_update
+    from bt_core.counterfactual.replay import partial_update
     from bt_core.training import grpo
 
     run = smoke_artifacts[0].run
@@ -179,7 +179,7 @@ def test_removed_rows_leave_exactly_their_terms(smoke_artifacts):
     def grad_of(keep):
         model = run.model_at(step if step in run.checkpoint_steps else 0)
         opt = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: read the gradient only
-        _partial_update(model, opt, part, keep, adv, run.codec, grad_clip=1e9)
+        partial_update(model, opt, part, keep, adv, run.codec, grad_clip=1e9)
         return torch.cat([p.grad.flatten() for p in model.parameters()])
 
     model = run.model_at(step if step in run.checkpoint_steps else 0)

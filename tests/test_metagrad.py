@@ -28,10 +28,15 @@ def _fd_rows(run, window: np.ndarray, n: int) -> np.ndarray:
     return np.sort(np.asarray(picked[:n]))
 
 
-def test_metagrad_matches_central_finite_differences_through_the_replay_engine(smoke_evidence):
+@pytest.mark.parametrize("states", ["replayed", "stored"])
+def test_metagrad_matches_central_finite_differences_through_the_replay_engine(
+    smoke_evidence, states
+):
     """−score_i = ∂f/∂w_i equals (f(w_i = 1+ε) − f(w_i = 1−ε)) / 2ε, each f a float64 replay by
-    `replay_model` (the engine the replays are built with) from the checkpoint before the rollout's
-    step, with A_i scaled by 1 ± ε (w_i and A_i enter the loss only as their product)."""
+    `replay_model` (the engine the replays are built with), with A_i scaled by 1 ± ε (w_i and A_i
+    enter the loss only as their product). The replay starts where metagrad's trajectory does: from
+    step 0, as the suite's float64 replays do (`states="replayed"`, what `auto` picks at smoke), or
+    from the stored checkpoint before the rollout's step (`states="stored"`)."""
     from bt_core.attribution.catalog import get
     from bt_core.counterfactual.replay import behavior_nll, replay_model
     from bt_core.training.model import torch_threads
@@ -40,14 +45,14 @@ def test_metagrad_matches_central_finite_differences_through_the_replay_engine(s
     a = ev.artifacts[0]
     run, measure = a.run, a.replays.measure
     problem = ev.stream_problem(0)
-    scores = get("metagrad").create().score(problem.handout())
+    scores = get("metagrad").create(states=states).score(problem.handout())
     adv = np.asarray(run.rollouts.advantage, np.float64)
     keep, steps = np.ones(adv.size, bool), np.asarray(run.rollouts.step)
 
     def f(i: int, sign: float) -> float:
         x = adv.copy()
         x[i] *= 1.0 + sign * EPS
-        start = max(c for c in run.checkpoint_steps if c <= steps[i])
+        start = 0 if states == "replayed" else max(c for c in run.checkpoint_steps if c <= steps[i])
         with torch_threads(1):
             model = replay_model(run, keep, x, start, measure.step, dtype=torch.float64)
         return behavior_nll(model, measure.examples, run.codec.pad_id)

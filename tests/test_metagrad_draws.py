@@ -94,9 +94,9 @@ def test_metagrad_on_draws_is_the_causal_label_s_linear_term(draw00, smoke_artif
 
 def test_the_draw_derivative_matches_central_finite_differences(draw00, smoke_artifacts):
     """−score_i = ∂f/∂w_i at w = 0 equals (f(w_i = +ε) − f(w_i = −ε)) / 2ε, each f after the
-    replay engine's one-step update (`_partial_update`: torch's clip_grad_norm_ and AdamW.step) on
+    replay engine's one-step update (`partial_update`: torch's clip_grad_norm_ and AdamW.step) on
     sibling i alone with loss weight ±ε·c, in float64."""
-    from bt_core.counterfactual.replay import _partial_update, behavior_nll
+    from bt_core.counterfactual.replay import behavior_nll, partial_update
     from bt_core.training.model import cast_model, torch_threads
 
     ev, p, scores = draw00
@@ -109,7 +109,7 @@ def test_the_draw_derivative_matches_central_finite_differences(draw00, smoke_ar
         opt = run.optimizer_at(d.analysis_step, model)
         part = d.rollouts.select(np.array([row]))
         clip = run.config.grpo.grad_clip
-        _partial_update(model, opt, part, np.array([True]), np.array([w * c]), run.codec, clip)
+        partial_update(model, opt, part, np.array([True]), np.array([w * c]), run.codec, clip)
         return behavior_nll(model, p.measure.examples, run.codec.pad_id)
 
     rows = _fd_rows(np.asarray(d.rollouts.group), N_FD)

@@ -25,7 +25,7 @@ def _rows(draw, n: int) -> np.ndarray:
 def _one_step(run, step: int, table, row: int | None, coef: float):
     """θ' after the replay engine's update on sibling `row` alone (A = coef: the loss −coef·ℓ,
     torch's clip_grad_norm_ and AdamW.step), or on no row at all (None): flat float64 parameters."""
-    from bt_core.counterfactual.replay import _partial_update
+    from bt_core.counterfactual.replay import partial_update
     from bt_core.training.model import cast_model
 
     model = cast_model(run.model_at(step), torch.float64)
@@ -33,13 +33,13 @@ def _one_step(run, step: int, table, row: int | None, coef: float):
     part = table.select(np.array([0 if row is None else row]))
     live = np.array([row is not None])
     clip = run.config.grpo.grad_clip
-    _partial_update(model, opt, part, live, np.array([coef], np.float64), run.codec, clip)
+    partial_update(model, opt, part, live, np.array([coef], np.float64), run.codec, clip)
     return torch.nn.utils.parameters_to_vector(model.parameters()).detach(), model
 
 
 def test_the_effect_matches_central_finite_differences_along_the_engine_s_step(smoke_artifacts):
     """effect_i = ⟨∇f(θ'_∅), θ'_∅ − θ'_i⟩ equals −(f(θ'_∅ + εΔ) − f(θ'_∅ − εΔ)) / 2ε with
-    Δ = θ'_i − θ'_∅, both steps taken by `_partial_update` (the engine the replays use); and it has
+    Δ = θ'_i − θ'_∅, both steps taken by `partial_update` (the engine the replays use); and it has
     the sign of the exact finite change f(θ'_∅) − f(θ'_i) on every sibling checked."""
     from bt_core.config import get_scale
     from bt_core.counterfactual.replay import behavior_nll, measure_examples

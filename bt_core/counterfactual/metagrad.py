@@ -52,6 +52,20 @@ backward per step — the recomputation of g_s with its graph in the reverse swe
 backward per step, 23% of the CPU time at default seed 1: 17.9 → 13.8 s) is gone
 (`benchmarks/bench_metagrad.py` measures it beside a replay).
 
+**Whose trajectory** (`states`). The suite's float64 replays — the truth `counterfactual` judges —
+run from step 0 in float64; the stored checkpoints are float32. With `states="replayed"` one forward
+sweep from step 0 in `dtype`, without graphs and with the replays' own update
+(`counterfactual.replay.partial_update`), keeps a copy of (θ, m, v) at every cut, and each segment
+restarts from it: metagrad is then the derivative of the replays' own trajectory. With
+`states="stored"` each segment restarts from its stored checkpoint, cast to `dtype`: the derivative
+of a trajectory that the float32 rounding of the checkpoints moves. Measured on a sensitive default
+seed (issue 47, `benchmarks/bench_linearity.py`): as δ → 0 the stored restart's prediction over the
+replayed central difference converged to 1.11 on all 4 subsets probed, the replayed one to 1.002;
+the stored one spread 0.94–1.06 over another seed's subsets, enough to reorder subsets with close
+effects. The sweep costs one replay's compute (a forward and backward per step, no graph) and
+3 × n_params × (the cuts) floats of memory (`state_bytes`); the estimator picks "replayed" when that
+fits in 1 GiB (smoke and default: a few MB; real, 135M parameters: 3.2 GB a cut, so "stored").
+
 **Flat adjoints.** θ̄, m̄, v̄ and each step's stored moments m_s, v_s are one flat contiguous vector
 each (`_Layout` gives the per-parameter views the autograd calls need), so the closed forms above
 are ~20 tensor ops per step instead of ~20 per parameter tensor per step. The norms and ⟨ū, g⟩ are
@@ -73,6 +87,7 @@ examples.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import time
 from collections.abc import Callable
@@ -83,11 +98,17 @@ import numpy as np
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bt_core.counterfactual.replay import loss_weights, measure_loss, step_bounds
+from bt_core.counterfactual.replay import (
+    loss_weights,
+    measure_loss,
+    partial_update,
+    step_bounds,
+)
 from bt_core.training import grpo
 from bt_core.training.model import cast_model, torch_threads
 from bt_core.training.objective import rollout_logprob
 
+STATES = ("stored", "replayed")
 CLIP_DELTA = 1e-6  # torch.nn.utils.clip_grad_norm_: clip_coef = max_norm / (total_norm + 1e-6)
 
 
@@ -197,14 +218,59 @@ class _Step:
     live: np.ndarray
 
 
-def _segment(stream: LoggedStream, a: int, b: int, dtype) -> tuple[list[_Step], dict, float]:
-    """Replay steps [a, b) from checkpoint a, each step's gradient built with its graph
-    (`_step_gradient`) and applied as training applies it (clip, AdamW): the steps, AdamW's
-    settings, and the max |θ_b − checkpoint b| of the replay (float rounding: the rows with A = 0,
-    which add exactly 0 to the loss, are left out, as the suite's partial replays leave them
-    out)."""
+def _stored(stream: LoggedStream, a: int, dtype):
+    """(model, AdamW) at the stored checkpoint `a`, cast to `dtype`."""
     model = cast_model(stream.model_at(a), dtype)
-    opt = stream.optimizer_at(a, model)
+    return model, stream.optimizer_at(a, model)
+
+
+def state_bytes(stream: LoggedStream, measure_step: int, dtype: torch.dtype) -> int:
+    """Memory the replayed states keep (`metagradient(states="replayed")`): θ, m, v at every cut
+    before the measurement step."""
+    n = sum(p.numel() for p in stream.model_at(0).parameters())
+    cuts = {int(c) for c in stream.checkpoint_steps if c < measure_step}
+    return 3 * n * torch.empty((), dtype=dtype).element_size() * len(cuts)
+
+
+def _replayed(stream: LoggedStream, cuts: list[int], dtype) -> tuple[dict, float]:
+    """One forward sweep from step 0 in `dtype`, without graphs, as the suite's float64 replays run
+    (`counterfactual.replay.partial_update` on the rows with A ≠ 0): a deep copy of (model, AdamW)
+    at every cut — the states the segments restart from — and the max |θ − stored checkpoint| met
+    at the cuts."""
+    model, opt = _stored(stream, 0, dtype)
+    t, bounds = stream.rollouts, step_bounds(stream.rollouts.step, 0, cuts[-1])
+    keep, drift = {}, 0.0
+    for s in range(cuts[-1] + 1):
+        if s in cuts:
+            keep[s] = copy.deepcopy((model, opt))  # one memo: the copy's AdamW holds its params
+            if s:
+                drift = max(drift, _drift(stream, s, model, dtype))
+        if s == cuts[-1]:
+            break
+        part = t.select(np.arange(bounds[s], bounds[s + 1]))
+        adv = np.asarray(part.advantage, np.float64)
+        partial_update(model, opt, part, adv != 0, adv, stream.codec, stream.grad_clip)
+    return keep, drift
+
+
+def _drift(stream: LoggedStream, b: int, model, dtype) -> float:
+    """max |θ − stored checkpoint b| (0 where b is not stored)."""
+    if b not in stream.checkpoint_steps:
+        return 0.0
+    ref = cast_model(stream.model_at(b), dtype)
+    pairs = zip(model.parameters(), ref.parameters(), strict=True)
+    return max(float((p - q).detach().abs().max()) for p, q in pairs)
+
+
+def _segment(
+    stream: LoggedStream, a: int, b: int, dtype, start=None
+) -> tuple[list[_Step], dict, float]:
+    """Replay steps [a, b) from `start` ((model, AdamW) at step a; default: the stored checkpoint
+    a), each step's gradient built with its graph (`_step_gradient`) and applied as training applies
+    it (clip, AdamW): the steps, AdamW's settings, and the max |θ_b − checkpoint b| of the replay
+    (float rounding: the rows with A = 0, which add exactly 0 to the loss, are left out, as the
+    suite's partial replays leave them out)."""
+    model, opt = start if start is not None else _stored(stream, a, dtype)
     names = [n for n, _ in model.named_parameters()]
     t, bounds = stream.rollouts, step_bounds(stream.rollouts.step, a, b)
     steps = []
@@ -219,12 +285,7 @@ def _segment(stream: LoggedStream, a: int, b: int, dtype) -> tuple[list[_Step], 
         torch.nn.utils.clip_grad_norm_(model.parameters(), stream.grad_clip)
         opt.step()
         steps.append(_Step(state, g, leaves, w, live))
-    drift = 0.0
-    if b in stream.checkpoint_steps:
-        ref = cast_model(stream.model_at(b), dtype)
-        pairs = zip(model.parameters(), ref.parameters(), strict=True)
-        drift = max(float((p - q).detach().abs().max()) for p, q in pairs)
-    return steps, _hyper(opt), drift
+    return steps, _hyper(opt), _drift(stream, b, model, dtype)
 
 
 def _step_gradient(model, names: list[str], part, live: np.ndarray, codec, dtype):
@@ -308,9 +369,18 @@ def metagradient(
     measure_step: int,
     dtype: torch.dtype = torch.float64,
     threads: int | None = None,
+    states: str = "stored",
 ) -> dict:
     """∂f/∂w_i for every logged rollout (module docstring): ``{"dfdw": (N,) float64, "nll": f(θ_T),
-    "forward_s", "reverse_s", "drift": max |replayed − stored| at the checkpoints, "segments"}``."""
+    "forward_s", "reverse_s", "drift": max |replayed − stored| at the checkpoints, "segments",
+    "states"}``. `states`: where each segment restarts (module docstring, "Whose trajectory"):
+    "stored" (each stored checkpoint, cast to `dtype`) or "replayed" (one sweep from step 0 in
+    `dtype`, as the float64 replays run; keeps `state_bytes`)."""
+    if states not in STATES:
+        raise ValueError(
+            f"states={states!r} is unknown; choose one of {', '.join(STATES)} (stored: restart "
+            "each segment from its stored checkpoint; replayed: from one sweep from step 0)"
+        )
     t = stream.rollouts
     step = np.asarray(t.step)
     cuts = sorted(
@@ -323,16 +393,22 @@ def metagradient(
         )
     dfdw = np.zeros(len(step))
     with torch_threads(threads) if threads else contextlib.nullcontext():
-        model = cast_model(stream.model_at(measure_step), dtype)
+        t0 = time.perf_counter()
+        kept, drift = _replayed(stream, cuts, dtype) if states == "replayed" else ({}, 0.0)
+        sweep = time.perf_counter() - t0
+        if kept:
+            model = kept.pop(measure_step)[0]
+        else:
+            model = cast_model(stream.model_at(measure_step), dtype)
         f = measure_loss(model, examples, stream.codec.pad_id)
         params = list(model.parameters())
         layout = _Layout(params)
         th = _flat(torch.autograd.grad(f, params))  # the adjoints: one flat vector each
         adj = (th, torch.zeros_like(th), torch.zeros_like(th))
-        fwd = rev = drift = 0.0
+        fwd, rev = sweep, 0.0
         for a, b in reversed(list(zip(cuts[:-1], cuts[1:], strict=True))):
             t0 = time.perf_counter()
-            steps, hp, dr = _segment(stream, a, b, dtype)
+            steps, hp, dr = _segment(stream, a, b, dtype, kept.pop(a, None))
             t1 = time.perf_counter()
             drift = max(drift, dr)
             bounds = step_bounds(step, a, b)
@@ -350,4 +426,5 @@ def metagradient(
         "reverse_s": rev,
         "drift": drift,
         "segments": len(cuts) - 1,
+        "states": states,
     }

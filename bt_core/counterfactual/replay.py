@@ -156,7 +156,7 @@ def loss_weights(group: np.ndarray) -> np.ndarray:
     return 1.0 / (counts[inv] * len(counts))
 
 
-def _partial_update(
+def partial_update(
     model,
     opt: torch.optim.Optimizer,
     part,
@@ -200,11 +200,11 @@ def replay_step(
 ) -> None:
     """One logged step (`part`: its rows, in order) replayed with rows `~keep` removed and
     advantages `adv` ((n,) each): verbatim (training's own update, bit-exact) when nothing changes,
-    else `_partial_update`."""
+    else `partial_update`."""
     if keep.all() and np.array_equal(adv, np.asarray(part.advantage, np.float32)):
         grpo.update(model, opt, part, codec, grad_clip)  # verbatim: bit-exact with training
     else:
-        _partial_update(model, opt, part, keep & (adv != 0), adv, codec, grad_clip)
+        partial_update(model, opt, part, keep & (adv != 0), adv, codec, grad_clip)
 
 
 def step_bounds(step_col: np.ndarray, start: int, stop: int) -> np.ndarray:

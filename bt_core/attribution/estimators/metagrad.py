@@ -37,6 +37,10 @@ import numpy as np
 from bt_core.attribution.registry import Estimator, register
 
 DTYPES = ("float64", "float32")
+# `states="auto"` replays the trajectory from step 0 when the states it keeps (θ, m, v at every
+# checkpoint before the measurement step) fit here; smoke and default need a few MB, real (135M
+# parameters, float64) 3.2 GB a checkpoint, so it restarts from the stored checkpoints there
+STATES_MAX_BYTES = 2**30
 
 
 @register
@@ -56,21 +60,30 @@ class MetaGrad(Estimator):
         "measure",
     )
 
-    def __init__(self, dtype: str = "float64", window_only: bool = True):
+    def __init__(self, dtype: str = "float64", window_only: bool = True, states: str = "auto"):
         if dtype not in DTYPES:
             raise ValueError(
                 f"dtype={dtype!r} is unknown; choose one of {', '.join(DTYPES)} (float64: exact to "
                 "float64 rounding; float32: the logged arithmetic, adjoints with float32 rounding)"
             )
-        super().__init__(dtype=dtype, window_only=window_only)
-        self.dtype, self.window_only = dtype, bool(window_only)
+        from bt_core.counterfactual.metagrad import STATES
+
+        if states not in ("auto", *STATES):
+            raise ValueError(
+                f"states={states!r} is unknown; choose one of auto, {', '.join(STATES)} (replayed: "
+                "the trajectory the float64 replays follow, from one sweep from step 0; stored: "
+                "each segment restarts from its stored checkpoint; auto: replayed when its states "
+                f"fit in {STATES_MAX_BYTES / 2**30:g} GiB)"
+            )
+        super().__init__(dtype=dtype, window_only=window_only, states=states)
+        self.dtype, self.window_only, self.states = dtype, bool(window_only), states
         # per problem name: nll, forward_s, reverse_s, drift (for benchmarks)
         self.figures: dict = {}
 
     def score(self, problem) -> np.ndarray:
         import torch
 
-        from bt_core.counterfactual.metagrad import LoggedStream, metagradient
+        from bt_core.counterfactual.metagrad import LoggedStream, metagradient, state_bytes
 
         if problem.measure is None:
             raise ValueError(
@@ -88,10 +101,12 @@ class MetaGrad(Estimator):
             tuple(int(c) for c in np.asarray(problem.checkpoint_steps)),
             float(problem.grad_clip),
         )
-        m = problem.measure
-        out = metagradient(
-            stream, m.examples, int(m.step), dtype=getattr(torch, self.dtype), threads=1
-        )
+        m, dtype = problem.measure, getattr(torch, self.dtype)
+        states = self.states
+        if states == "auto":
+            fits = state_bytes(stream, int(m.step), dtype) <= STATES_MAX_BYTES
+            states = "replayed" if fits else "stored"
+        out = metagradient(stream, m.examples, int(m.step), dtype=dtype, threads=1, states=states)
         self.figures[problem.name] = {k: v for k, v in out.items() if k != "dfdw"}
         scores = -np.asarray(out["dfdw"], np.float64)
         if self.window_only and m.window is not None:
