@@ -18,11 +18,13 @@ float64 replays from step 0, at weights 1 − δ and 1 + δ, beside one of the l
 * metagrad's prediction p = −δ Σ_{i ∈ m} ∂f/∂w_i over c: 1 where the exact derivative predicts the
   replays.
 
-metagrad recomputes the trajectory's states by replay from each stored checkpoint, in float64 from
-the stored float32 values, as the estimator does; the replays run in float64 from step 0. On a
-sensitive seed the two trajectories' slopes differ (default, one fresh key: metagrad / central
-converged to 1.11 on seed 4 as δ went to 1e-6, and to 1.002 with `--one-segment`): the probe then
-measures that restart's effect, not a curvature.
+metagrad differentiates the trajectory its segments restart from (`--states`): by default, as the
+estimator does at smoke and default, one float64 sweep from step 0, the replays' own trajectory
+("replayed"); with `--states stored`, each stored float32 checkpoint cast to float64, as the
+estimator did before issue 47 and still does at real scale. On a sensitive seed the two differ
+(default, one fresh key: metagrad / central converged to 1.11 on seed 4 as δ went to 1e-6 with the
+stored restart, to 1.002 from step 0): with `stored` the probe then measures that restart's effect,
+not a curvature.
 
 Printed per seed and δ: the median and largest ratio and the range of p / c over the subsets, and
 the seed's **linearity radius**: the largest δ of the ladder up to which every rung has every probed
@@ -39,12 +41,13 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
 import sys
 import time
 from pathlib import Path
 
 from tabulate import tabulate
+
+from bt_core.artifacts.cacheroot import default_cache_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -106,10 +109,10 @@ def probe_seed(
     cache: str,
     ladder: tuple[float, ...],
     n_subsets: int,
-    one_segment: bool = False,
+    states: str = "replayed",
 ) -> dict:
-    """Every figure of one seed (module docstring). Runs in a worker process. `one_segment`:
-    metagrad recomputes its states from step 0 alone (see `--one-segment`)."""
+    """Every figure of one seed (module docstring). Runs in a worker process. `states`: where
+    metagrad's segments restart (see `--states`)."""
     import numpy as np
     import torch
 
@@ -147,10 +150,10 @@ def probe_seed(
             run.codec,
             run.model_at,
             run.optimizer_at,
-            (0, t_measure) if one_segment else tuple(run.checkpoint_steps),
+            tuple(run.checkpoint_steps),
             run.config.grpo.grad_clip,
         )
-        dfdw = metagradient(stream, ex, t_measure, dtype=torch.float64)["dfdw"]
+        dfdw = metagradient(stream, ex, t_measure, dtype=torch.float64, states=states)["dfdw"]
         t2 = time.perf_counter()
         f0 = nll()
         rows = []
@@ -171,7 +174,7 @@ def probe_seed(
         "per_delta": summary,
         "radius": radius(summary),
         "ratio_bar": RATIO_BAR,
-        "one_segment": one_segment,
+        "states": states,
         "subsets": rows,
         "replays": 1 + 2 * len(judged) * len(ladder),
         "seconds": {
@@ -239,15 +242,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--workers", type=int, default=2, help="seeds probed at once (2)")
     p.add_argument(
-        "--one-segment",
-        action="store_true",
-        help="metagrad recomputes every state in float64 from step 0, as the replays do, instead "
-        "of restarting from each stored float32 checkpoint (more memory: one segment's graphs)",
+        "--states",
+        choices=("replayed", "stored"),
+        default="replayed",
+        help="where metagrad's segments restart: replayed (one float64 sweep from step 0, as the "
+        "replays run and the estimator does at smoke and default) or stored (each stored float32 "
+        "checkpoint, as at real scale) (replayed)",
     )
     p.add_argument(
         "--bt-cache",
-        default=os.environ.get("BEHAVIORTRACE_CACHE", ".bt_cache"),
-        help="artifact cache for the runs (default: $BEHAVIORTRACE_CACHE or ./.bt_cache)",
+        default=str(default_cache_dir()),
+        help="artifact cache for the runs (default: $BEHAVIORTRACE_CACHE, else the per-user cache)",
     )
     p.add_argument("--json", type=Path, default=None, help="write every seed's record here")
     p.add_argument("--jsonl", type=Path, default=None, help="append each seed's record as it ends")
@@ -265,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         f"per seed, {args.workers} process(es)",
         flush=True,
     )
-    jobs = [(args.scale, s, args.bt_cache, ladder, args.subsets, args.one_segment) for s in seeds]
+    jobs = [(args.scale, s, args.bt_cache, ladder, args.subsets, args.states) for s in seeds]
     records = []
     ctx = mp.get_context("spawn")
     with ctx.Pool(min(args.workers, len(jobs))) as pool:

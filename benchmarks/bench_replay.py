@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 from tabulate import tabulate
+
+from bt_core.artifacts.cacheroot import default_cache_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -92,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--bt-cache",
-        default=os.environ.get("BEHAVIORTRACE_CACHE", ".bt_cache"),
-        help="artifact cache for the runs (default: $BEHAVIORTRACE_CACHE or ./.bt_cache)",
+        default=str(default_cache_dir()),
+        help="artifact cache for the runs (default: $BEHAVIORTRACE_CACHE, else the per-user cache)",
     )
     p.add_argument("--json", metavar="PATH", default=None, help="also write the rows as JSON here")
     args = p.parse_args(argv)

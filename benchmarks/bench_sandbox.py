@@ -26,6 +26,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from bt_core.artifacts.cacheroot import default_cache_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", default="smoke")
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
     ap.add_argument("--estimators", default=",".join(ESTIMATORS))
-    ap.add_argument("--bt-cache", default=".bt_cache")
+    ap.add_argument("--bt-cache", default=str(default_cache_dir()))
     ap.add_argument("--json", default=None)
     ap.add_argument(
         "--replays",

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from bt_core.artifacts.cacheroot import default_cache_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", default="smoke")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--bt-cache", default=str(ROOT / ".bt_cache"))
+    ap.add_argument("--bt-cache", default=str(default_cache_dir()))
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)

@@ -48,6 +48,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from bt_core.artifacts.cacheroot import default_cache_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -269,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
         "--bt-cache",
-        default=os.environ.get("BEHAVIORTRACE_CACHE", ".bt_cache"),
-        help="artifact cache the suite runs on (default: $BEHAVIORTRACE_CACHE or ./.bt_cache)",
+        default=str(default_cache_dir()),
+        help="artifact cache the suite runs on (default: $BEHAVIORTRACE_CACHE, else per-user)",
     )
     p.add_argument(
         "--suite",

@@ -338,6 +338,13 @@ def check(argv: list[str]) -> int:
         else [f"--rootdir={module.parent.parent}"]
     )
     cache = [] if any("cacheprovider" in a for a in argv) else ["-p", "no:cacheprovider"]
+    # pytest-benchmark's plugin creates its storage folder (./.benchmarks) in every session it
+    # loads in; the suite times with its Stats alone, so the plugin stays off unless asked for
+    if not any(a.startswith("--benchmark") or a.endswith(":benchmark") for a in argv):
+        cache += ["-p", "no:benchmark"]
+    # the plugin is an installed module imported before pytest could mark it for assertion
+    # rewriting (it asserts nothing): pytest's warning about it is noise in a user's gate
+    cache += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
     return int(pytest.main([str(module), "--import-mode=importlib", *rootdir, *cache, *argv]))
 
 

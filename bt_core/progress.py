@@ -4,8 +4,9 @@
     bar = progress(total=n, desc="sketch seed 0", enabled=show); bar.update(1); bar.close()
 
 Written to a log file or a pipe, a tqdm bar is one line per redraw (hundreds for one training run).
-There `progress` returns a `PlainProgress` instead: one line when the stage starts, one at most
-every `every` seconds while it runs (count and elapsed time), one when it ends — "GRPO seed 0: done
+There `progress` returns a `PlainProgress` instead: one line when the stage starts, one every
+`every` seconds while it runs (count and elapsed time; a heartbeat thread writes it even while one
+unit takes longer), one when it ends — "GRPO seed 0: done
 40/40 step in 12.3 s". Whether the stream is a terminal decides (`stream.isatty()`; the stream is
 stderr, tqdm's).
 """
@@ -13,6 +14,7 @@ stderr, tqdm's).
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
@@ -46,7 +48,25 @@ class PlainProgress:
         )
         self.n, self.postfix, self.closed = 0, "", False
         self.t0 = self.last = time.perf_counter()
+        self._lock, self._stop = threading.Lock(), threading.Event()
         self._line(f"started ({self.total} {self.unit})" if self.total is not None else "started")
+        # a heartbeat: a unit longer than `every` (one seed's SFT, one replay) still gets a line
+        # every `every` seconds, so a log never goes silent longer than that
+        if every > 0:
+            threading.Thread(target=self._beat, name=f"progress {desc}", daemon=True).start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every / 4):
+            if time.perf_counter() - self.last >= self.every:
+                self._status()
+
+    def _status(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            now = self.last = time.perf_counter()
+            extra = f", {self.postfix}" if self.postfix else ""
+            self._line(f"{self._count()}{extra}, {now - self.t0:.0f} s elapsed")
 
     def _line(self, text: str) -> None:
         print(f"{self.desc}: {text}", file=self.stream, flush=True)
@@ -60,11 +80,10 @@ class PlainProgress:
 
     def update(self, n: int = 1) -> None:
         self.n += n
-        now = time.perf_counter()
-        if now - self.last >= self.every and (self.total is None or self.n < self.total):
-            self.last = now
-            extra = f", {self.postfix}" if self.postfix else ""
-            self._line(f"{self._count()}{extra}, {now - self.t0:.0f} s elapsed")
+        if time.perf_counter() - self.last >= self.every and (
+            self.total is None or self.n < self.total
+        ):
+            self._status()
 
     def set_postfix(self, **kw: Any) -> None:
         self.postfix = ", ".join(f"{k}={v}" for k, v in kw.items())
@@ -73,10 +92,12 @@ class PlainProgress:
         self.postfix = s
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            extra = f" ({self.postfix})" if self.postfix else ""
-            self._line(f"done {self._count()} in {time.perf_counter() - self.t0:.1f} s{extra}")
+        self._stop.set()
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                extra = f" ({self.postfix})" if self.postfix else ""
+                self._line(f"done {self._count()} in {time.perf_counter() - self.t0:.1f} s{extra}")
 
     def __iter__(self) -> Iterator:
         try:

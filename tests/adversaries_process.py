@@ -4,9 +4,9 @@ them.
 
 * `RecomputeEligibility`: imports the task code and recomputes the contaminator (eligibility keyed
   hash, cutoff, trigger, behavior) from the seed, the step and the rollout index;
-* `CacheReader`: finds the artifact cache (``$BEHAVIORTRACE_CACHE``, ``./.bt_cache``, ``--bt-cache``
-  on its own or its parent's command line, the paths behind ``problem.model_at``) and reads the
-  ``gt`` column;
+* `CacheReader`: finds the artifact cache (``$BEHAVIORTRACE_CACHE``, ``./.bt_cache``, the per-user
+  cache, ``--bt-cache`` on its own or its parent's command line, the paths behind
+  ``problem.model_at``) and reads the ``gt`` column;
 * `StackWalker`: walks `inspect` frames up to the judge's `Evidence` and takes its labels;
 * `ReplayFitter`: loads the judge's counterfactual replays from the cache and fits a datamodel on
   them.
@@ -91,7 +91,9 @@ def _task_config(rollouts_per_step: int, steps: int):
 
 def _cache_roots(problem) -> list[Path]:
     """Every place a plug-in beside the judge could learn the cache's path from."""
-    cands = [os.environ.get("BEHAVIORTRACE_CACHE"), ".bt_cache"]
+    from bt_core.artifacts.cacheroot import user_cache_dir
+
+    cands = [os.environ.get("BEHAVIORTRACE_CACHE"), ".bt_cache", str(user_cache_dir())]
     ppid = os.getppid()
     for who in ("self", str(ppid)):
         try:

@@ -7,7 +7,10 @@ unit tests, a minute at most: ``pytest tests -m "not train"``. CI runs both.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -21,10 +24,13 @@ SMOKE_SEEDS = (0, 2, 5)  # the smoke preset's (bt_core/config.py says why not 1)
 # which is a property of a preset sized for CI, not of the rule. A user's build draws a secret
 # 16-byte key (bt_core.training.task.draw_key); scoring workers never see the variable.
 os.environ.setdefault("BEHAVIORTRACE_CONTAMINATOR_KEY", b"behaviortrace".hex())
-# The suites these tests run in-process show build progress in CI logs when $CI is set
-# (fixtures/options.py); the tests read their output, so they run the same in CI as on a desk.
-os.environ.pop("CI", None)
 BUILDING_FIXTURES = {"smoke_artifacts", "smoke_evidence", "smoke_cache"}
+# The default cache is per user (bt_core.artifacts.cacheroot.user_cache_dir): a test that runs a
+# suite without --bt-cache must never build into the developer's own cache, nor find it warm. Every
+# default of this session (subprocesses included) is one fresh folder instead; the tests of the
+# default itself unset this and point the platform's cache directory at their own tmp_path.
+os.environ["BEHAVIORTRACE_CACHE"] = tempfile.mkdtemp(prefix="bt-test-cache-")
+atexit.register(shutil.rmtree, os.environ["BEHAVIORTRACE_CACHE"], True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

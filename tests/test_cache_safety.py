@@ -239,3 +239,33 @@ def test_train_into_a_non_empty_folder_is_refused_without_suggesting_to_delete_i
         and "delete" not in err
     )
     assert _tree(home) == before
+
+
+def test_the_default_cache_is_per_user_and_the_variable_moves_it(monkeypatch, tmp_path):
+    """Without --bt-cache: $BEHAVIORTRACE_CACHE when set, else the platform's per-user cache
+    directory (Linux: $XDG_CACHE_HOME/behaviortrace), never a folder of the working directory."""
+    import sys
+
+    from bt_core.artifacts.cacheroot import default_cache_dir, user_cache_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BEHAVIORTRACE_CACHE", str(tmp_path / "moved"))
+    assert default_cache_dir() == tmp_path / "moved"
+    monkeypatch.delenv("BEHAVIORTRACE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == user_cache_dir()
+    if sys.platform.startswith("linux"):
+        assert user_cache_dir() == tmp_path / "xdg" / "behaviortrace"
+    assert not default_cache_dir().is_relative_to(tmp_path / ".bt_cache")
+
+
+def test_a_cache_of_the_old_default_in_the_folder_gets_a_note_that_says_how_to_keep_it(tmp_path):
+    from bt_core.artifacts.cacheroot import legacy_cache_note
+
+    user = tmp_path / "user"
+    assert legacy_cache_note(user, cwd=tmp_path) is None  # nothing there
+    (tmp_path / ".bt_cache" / "runs").mkdir(parents=True)
+    note = legacy_cache_note(user, cwd=tmp_path)
+    assert note and "--bt-cache .bt_cache" in note and f"mv .bt_cache {user}" in note
+    # the old folder is the cache in use (e.g. $BEHAVIORTRACE_CACHE=.bt_cache): nothing to say
+    assert legacy_cache_note(tmp_path / ".bt_cache", cwd=tmp_path) is None

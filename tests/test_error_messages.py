@@ -176,6 +176,25 @@ def test_plain_progress_reports_at_most_every_interval_with_its_stage():
     assert len(quiet.getvalue().splitlines()) == 2
 
 
+def test_plain_progress_writes_a_line_every_interval_even_inside_one_long_unit():
+    """Issue 39: a log gets a line at least every interval per stage, also while one unit (one
+    seed's SFT, one replay) runs longer than that, and nothing after the stage ends."""
+    import time
+
+    log = io.StringIO()
+    bar = progress(total=2, desc="SFT seed 0", unit="seed", stream=log, every=0.1)
+    time.sleep(0.55)  # one unit, 5 intervals long
+    bar.update(1)
+    bar.update(1)
+    bar.close()
+    lines = log.getvalue().splitlines()
+    beats = [x for x in lines if re.fullmatch(r"SFT seed 0: 0/2 seed, \d+ s elapsed", x)]
+    assert len(beats) >= 3, lines
+    assert lines[0] == "SFT seed 0: started (2 seed)" and lines[-1].startswith("SFT seed 0: done")
+    time.sleep(0.3)
+    assert log.getvalue().splitlines() == lines  # closed: the heartbeat stopped
+
+
 @pytest.mark.train
 def test_train_into_a_log_file_writes_a_few_plain_progress_lines(tmp_path):
     log = tmp_path / "log"

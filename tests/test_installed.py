@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -163,13 +164,53 @@ def test_check_gates_a_method_from_outside_the_checkout(scratch, author_repo, sm
     # the exit code is the gate: 1 a judged failure, else 11 anything not judged, else 0
     want = 1 if "fail" in statuses else 11 if statuses - {"pass"} else 0
     assert res.returncode == want, (statuses, res.stdout[-2000:])
-    assert "site-packages/behaviortrace/benchmarks" in res.stdout  # the installed suite ran
+    # the installed suite ran: the rootdir is its package (the test ids read benchmarks/…)
+    head = res.stdout[:800]
+    assert re.search(r"^rootdir: .*site-packages/behaviortrace$", head, re.M), head
     res = _run(
         [str(bin_dir / "behaviortrace"), "check", "--estimator=no_such_method", *common],
         author_repo,
         bin_dir,
     )
     assert res.returncode == 4 and "unknown estimator 'no_such_method'" in res.stderr
+
+
+def test_the_default_cache_follows_the_user_across_folders(scratch, tmp_path, smoke_cache):
+    """Issue 39: without --bt-cache or $BEHAVIORTRACE_CACHE, `behaviortrace check` reads and builds
+    in the per-user cache (the platform's cache directory; here $XDG_CACHE_HOME points at a folder
+    whose behaviortrace/ is the session's smoke cache), so a gate from a second folder is warm:
+    nothing is built. The output names the suite's own test ids, and neither folder is left with a
+    cache or pytest-benchmark's storage."""
+    _, bin_dir, _ = scratch
+    xdg = tmp_path / "xdg"
+    xdg.mkdir()
+    (xdg / "behaviortrace").symlink_to(smoke_cache, target_is_directory=True)
+    env = {k: v for k, v in _env(bin_dir).items() if k != "BEHAVIORTRACE_CACHE"}
+    env["XDG_CACHE_HOME"] = str(xdg)
+    log = smoke_cache / "builds.jsonl"
+    before = log.read_text() if log.exists() else ""
+    for name in ("first", "second"):
+        d = tmp_path / name
+        d.mkdir()
+        res = subprocess.run(
+            [str(bin_dir / "behaviortrace"), "check", "--estimator=random", "--scale=smoke"]
+            + ["--bt-workers=1", "-k", "magnitude_control", "-rA"],
+            cwd=d,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert res.returncode in (0, 1), res.stdout[-3000:] + res.stderr[-3000:]
+        assert f"behaviortrace cache: {xdg / 'behaviortrace'}" in res.stdout
+        assert "benchmarks/test_checklist.py::" in res.stdout
+        named = [x for x in res.stdout.splitlines() if "test_checklist.py" in x]
+        assert named and not [x for x in named if "../" in x or "site-packages" in x], named
+        assert "PytestAssertRewriteWarning" not in res.stdout
+        # the scorecard (JSON, Markdown, page, figures) and nothing else: no cache, no .benchmarks/
+        left = sorted(p.name for p in d.iterdir())
+        assert "scorecard.json" in left and all(n.startswith("scorecard") for n in left), left
+    assert (log.read_text() if log.exists() else "") == before  # warm: nothing was built
 
 
 def test_plain_pytest_runs_the_installed_suite_through_the_entry_point(

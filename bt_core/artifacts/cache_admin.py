@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import time
@@ -35,17 +34,19 @@ from filelock import FileLock, Timeout
 from tabulate import tabulate
 
 from bt_core.artifacts.cacheroot import (
+    CACHE_ENV,
     KNOWN_KINDS,
     MARKER,
     NotACacheError,
     check_root,
+    default_cache_dir,
     is_cache_root,
     is_key,
     open_root,
+    user_cache_dir,
 )
 from bt_core.artifacts.store import classify, discard, lock_path, partial_dir, stale_siblings
 
-DEFAULT_CACHE = ".bt_cache"  # same default as the pytest plugin's --bt-cache
 LEFTOVER = ("tmp", "partial", "trash")
 
 
@@ -58,10 +59,6 @@ class Entry:
     bytes: int
     age_s: float  # seconds since the entry was last modified
     busy: bool  # its key's lock is held by a live process
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("BEHAVIORTRACE_CACHE") or DEFAULT_CACHE)
 
 
 def dir_bytes(path: Path) -> int:
@@ -199,7 +196,8 @@ def add_subparser(sub) -> None:
             "--bt-cache",
             metavar="DIR",
             default=None,
-            help=f"cache directory (default: $BEHAVIORTRACE_CACHE or ./{DEFAULT_CACHE})",
+            help=f"cache directory (default: ${CACHE_ENV}, else the per-user cache "
+            f"{user_cache_dir()})",
         )
         p.add_argument("--json", action="store_true", help="print one JSON object")
         if name == "clean":

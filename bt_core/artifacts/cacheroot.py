@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import json
+import os
 import re
 import time
 from pathlib import Path
 
 from bt_core.atomic import write_text_atomic
 
+CACHE_ENV = "BEHAVIORTRACE_CACHE"  # moves the default cache (as --bt-cache does for one command)
+LEGACY_DEFAULT = ".bt_cache"  # the default before issue 39: one cache per working directory
 MARKER = "behaviortrace-cache.json"
 SCHEMA = "behaviortrace.cache"
 MARKER_VERSION = 1
@@ -232,3 +235,34 @@ def describe(path: Path) -> str:
     if not any(path.iterdir()):
         return "is an empty directory"
     return "is a directory that is neither a BehaviorTrace run nor a cache"
+
+
+def user_cache_dir() -> Path:
+    """The per-user cache (the platform's cache directory: ``$XDG_CACHE_HOME/behaviortrace`` or
+    ``~/.cache/behaviortrace`` on Linux, ``~/Library/Caches/behaviortrace`` on macOS,
+    ``%LOCALAPPDATA%\\behaviortrace\\Cache`` on Windows): shared by every directory, by `pytest` and
+    by `behaviortrace check`, so a second gate from another folder is warm."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("behaviortrace", appauthor=False))
+
+
+def default_cache_dir() -> Path:
+    """``$BEHAVIORTRACE_CACHE`` when set, else `user_cache_dir()` (what every command uses without
+    ``--bt-cache``)."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env) if env else user_cache_dir()
+
+
+def legacy_cache_note(used: Path, cwd: Path | None = None) -> str | None:
+    """A note when the default cache is in use and the working directory holds a cache of the old
+    default (``./.bt_cache``, before issue 39): its artifacts are no longer read unless asked for,
+    so say how to keep them (None: nothing to say)."""
+    old = (cwd or Path.cwd()) / LEGACY_DEFAULT
+    if not (old / "runs").is_dir() or old.resolve() == used.resolve():
+        return None
+    return (
+        f"note: {old} is a BehaviorTrace cache of the old default (./{LEGACY_DEFAULT}); the "
+        f"default is now the per-user cache {used}. Pass --bt-cache {LEGACY_DEFAULT} (or set "
+        f"{CACHE_ENV}={LEGACY_DEFAULT}) to keep using it, or move it: mv {LEGACY_DEFAULT} {used}"
+    )
