@@ -344,6 +344,12 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
         Run(tier="full", cwd="root"),
     ),
+    "python benchmarks/bench_keys.py --scale smoke --builds 36 --train-only --versus "
+    "task.cutoff_step=15 --versus grpo.steps=30": (
+        # 36 keys, each trained twice (about 20 min on 2 cores): its options here
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--versus"),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_keys.py --scale default --builds 8 --train-only": (
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--train-only"),
         Run(tier="full", cwd="root"),
@@ -354,6 +360,18 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run(
             "python benchmarks/bench_linearity.py --scale smoke --seeds 0 --subsets 1 "
             "--ladder 1e-3 --workers 1 --bt-cache={cache}",
+            tier="train",
+            cwd="root",
+            expect="radius",
+        ),
+        Run(tier="full", cwd="root"),
+    ),
+    "python benchmarks/bench_linearity.py --scale default --seeds 3 4 --ladder 1e-4 1e-5": (
+        # two default seeds, two rungs (about 2 min on 2 cores from a built cache): both restarts
+        # on one smoke seed
+        Run(
+            "python benchmarks/bench_linearity.py --scale smoke --seeds 0 --subsets 1 "
+            "--ladder 1e-4 1e-5 --workers 1 --states stored --bt-cache={cache}",
             tier="train",
             cwd="root",
             expect="radius",
