@@ -131,7 +131,17 @@ def progress(
     if not enabled:
         return tqdm(iterable, total=total, disable=True)
     if _is_terminal(stream):
-        return tqdm(iterable, total=total, desc=desc, unit=unit, leave=leave, file=stream)
+        # dynamic_ncols: the bar follows the terminal's width as it is resized (a narrow one
+        # would otherwise wrap each redraw onto a new line)
+        return tqdm(
+            iterable,
+            total=total,
+            desc=desc,
+            unit=unit,
+            leave=leave,
+            file=stream,
+            dynamic_ncols=True,
+        )
     return PlainProgress(iterable, total, desc, unit, stream, every)
 
 
