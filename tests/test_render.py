@@ -359,6 +359,8 @@ def test_the_lift_figure_draws_the_controls_that_decide_magnitude(tmp_path, monk
     assert PLUGIN[:15] in " ".join(labels)
     # norm_only judged as an estimator is the control itself: drawn once, in the band (issue 39)
     assert sum("norm_only" in label for label in labels) == 1, labels
+    # labels that would collide upright are turned (four "… (control)" labels collided: issue 39)
+    assert all(t.get_rotation() == 35 for t in drawn["lift.png"].axes[0].get_xticklabels())
 
 
 def test_terminal_shows_a_plugins_own_figures_within_120_columns():

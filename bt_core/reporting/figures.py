@@ -75,7 +75,10 @@ def _draw_axis(
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_xlabel(spec.get("label", ""))
     else:
-        turn = {"rotation": 35, "ha": "right"} if len(rows) > 4 else {}
+        # turned when the labels would not fit side by side (about 48 characters of 8-pt text
+        # across one panel): four "… (control)" labels collided upright
+        crowded = len(rows) > 4 or sum(len(x) for x in labels) > 48
+        turn = {"rotation": 35, "ha": "right"} if crowded else {}
         ax.set_xticks(range(len(rows)), labels, fontsize=8, **turn)
         ax.set_xlim(-0.5, len(rows) - 0.5)
         ax.set_ylabel(spec.get("label", ""))
