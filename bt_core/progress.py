@@ -16,10 +16,26 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from tqdm.auto import tqdm
+
+# one callable run once, before the next progress line or bar is written (`before_first_line`)
+_PREAMBLE: list[Callable[[], None]] = []
+
+
+def before_first_line(fn: Callable[[], None] | None) -> None:
+    """Run `fn` once, right before the next progress output (None: forget it). The pytest plugin
+    ends pytest's half-written line ("benchmarks/test_checklist.py ") with it, so a build's first
+    line starts a line of its own in a terminal or a log; a warm session, which shows no progress,
+    leaves pytest's line alone."""
+    _PREAMBLE[:] = [] if fn is None else [fn]
+
+
+def _preamble() -> None:
+    while _PREAMBLE:
+        _PREAMBLE.pop()()
 
 
 class PlainProgress:
@@ -130,6 +146,7 @@ def progress(
     stream = sys.stderr if stream is None else stream
     if not enabled:
         return tqdm(iterable, total=total, disable=True)
+    _preamble()
     if _is_terminal(stream):
         # dynamic_ncols: the bar follows the terminal's width as it is resized (a narrow one
         # would otherwise wrap each redraw onto a new line)

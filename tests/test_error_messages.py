@@ -176,6 +176,23 @@ def test_plain_progress_reports_at_most_every_interval_with_its_stage():
     assert len(quiet.getvalue().splitlines()) == 2
 
 
+def test_the_preamble_runs_once_before_the_first_progress_output_only():
+    from bt_core.progress import before_first_line
+
+    calls = []
+    before_first_line(lambda: calls.append(1))
+    progress(total=1, desc="off", enabled=False).close()  # nothing shown: not yet
+    assert calls == []
+    log = io.StringIO()
+    progress(total=1, desc="a", stream=log, every=0).close()
+    progress(total=1, desc="b", stream=log, every=0).close()
+    assert calls == [1]  # once, before the first
+    before_first_line(lambda: calls.append(2))
+    before_first_line(None)  # forgotten (a warm session)
+    progress(total=1, desc="c", stream=log, every=0).close()
+    assert calls == [1]
+
+
 def test_plain_progress_writes_a_line_every_interval_even_inside_one_long_unit():
     """Issue 39: a log gets a line at least every interval per stage, also while one unit (one
     seed's SFT, one replay) runs longer than that, and nothing after the stage ends."""
