@@ -123,6 +123,8 @@ class PlainProgress:
         finally:
             if self.total is None or self.n >= self.total:
                 self.close()
+            else:  # left early (an error, a break): no "done" line, and no heartbeat forever after
+                self._stop.set()
 
     def __enter__(self) -> PlainProgress:
         return self

@@ -176,6 +176,21 @@ def test_plain_progress_reports_at_most_every_interval_with_its_stage():
     assert len(quiet.getvalue().splitlines()) == 2
 
 
+def test_a_stage_left_early_stops_its_heartbeat():
+    """An iteration cut short by an error writes no "done" line, and its heartbeat stops: a stage
+    that failed must not keep reporting itself for the rest of the session."""
+    import time
+
+    log = io.StringIO()
+    with pytest.raises(RuntimeError):
+        for i in progress(range(5), desc="replays", stream=log, every=0.05):
+            if i == 1:
+                raise RuntimeError("a replay failed")
+    lines = log.getvalue().splitlines()
+    time.sleep(0.3)
+    assert log.getvalue().splitlines() == lines and not any("done" in x for x in lines)
+
+
 def test_the_preamble_runs_once_before_the_first_progress_output_only():
     from bt_core.progress import before_first_line
 
