@@ -344,6 +344,12 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
         Run(tier="full", cwd="root"),
     ),
+    "python benchmarks/bench_keys.py --scale default --builds 2 --estimator metagrad --estimator "
+    "cosine --estimator random --estimator norm_only --estimator fluency": (
+        # two cold default builds (about 23 min on 2 cores) judged by five estimators
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_keys.py --scale smoke --builds 36 --train-only --versus "
     "task.cutoff_step=15 --versus grpo.steps=30": (
         # 36 keys, each trained twice (about 20 min on 2 cores): its options here
