@@ -120,8 +120,9 @@ def probe_seed(
     from bt_core.config import get_scale
     from bt_core.counterfactual.metagrad import LoggedStream, metagradient
     from bt_core.counterfactual.plan import measure_step, plan
-    from bt_core.counterfactual.replay import behavior_nll, measure_examples, replay_model
+    from bt_core.counterfactual.replay import replay_model
     from bt_core.pipeline import build_run
+    from bt_core.training.behavior import behavior_nll, measure_examples
     from bt_core.training.model import torch_threads
 
     t0 = time.perf_counter()

@@ -51,8 +51,9 @@ def _job(scale: str, seed: int, cache: str, what: str, repeats: int, q) -> None:
     from bt_core.config import get_scale
     from bt_core.counterfactual.metagrad import LoggedStream, metagradient
     from bt_core.counterfactual.plan import plan
-    from bt_core.counterfactual.replay import behavior_nll, replay_model
+    from bt_core.counterfactual.replay import replay_model
     from bt_core.pipeline import build_scale
+    from bt_core.training.behavior import behavior_nll
     from bt_core.training.model import torch_threads
 
     s = get_scale(scale)

@@ -235,7 +235,7 @@ def test_reweightings_are_first_order_for_the_exact_influence(smoke_evidence):
 
 
 def test_full_replay_measures_the_stored_checkpoint(smoke_artifacts):
-    from bt_core.counterfactual.replay import behavior_nll
+    from bt_core.training.behavior import behavior_nll
 
     a = smoke_artifacts[0]
     r = a.replays

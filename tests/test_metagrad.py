@@ -38,7 +38,8 @@ def test_metagrad_matches_central_finite_differences_through_the_replay_engine(
     step 0, as the suite's float64 replays do (`states="replayed"`, what `auto` picks at smoke), or
     from the stored checkpoint before the rollout's step (`states="stored"`)."""
     from bt_core.attribution.catalog import get
-    from bt_core.counterfactual.replay import behavior_nll, replay_model
+    from bt_core.counterfactual.replay import replay_model
+    from bt_core.training.behavior import behavior_nll
     from bt_core.training.model import torch_threads
 
     ev = smoke_evidence

@@ -96,7 +96,8 @@ def test_the_draw_derivative_matches_central_finite_differences(draw00, smoke_ar
     """−score_i = ∂f/∂w_i at w = 0 equals (f(w_i = +ε) − f(w_i = −ε)) / 2ε, each f after the
     replay engine's one-step update (`partial_update`: torch's clip_grad_norm_ and AdamW.step) on
     sibling i alone with loss weight ±ε·c, in float64."""
-    from bt_core.counterfactual.replay import behavior_nll, partial_update
+    from bt_core.counterfactual.replay import partial_update
+    from bt_core.training.behavior import behavior_nll
     from bt_core.training.model import cast_model, torch_threads
 
     ev, p, scores = draw00

@@ -42,8 +42,8 @@ def test_the_effect_matches_central_finite_differences_along_the_engine_s_step(s
     Δ = θ'_i − θ'_∅, both steps taken by `partial_update` (the engine the replays use); and it has
     the sign of the exact finite change f(θ'_∅) − f(θ'_i) on every sibling checked."""
     from bt_core.config import get_scale
-    from bt_core.counterfactual.replay import behavior_nll, measure_examples
     from bt_core.counterfactual.sibling_effect import run_coefficient
+    from bt_core.training.behavior import behavior_nll, measure_examples
     from bt_core.training.model import torch_threads
 
     a = smoke_artifacts[0]

@@ -17,7 +17,7 @@ exactly):
     θ_{s+1} = (1 − ηλ) θ_s − (η/b₁) m_{s+1} / d_s       η = lr, λ = weight decay
 
 and the measure f(θ_T) = behavior NLL on the held-out probes × fixed replies at the measurement step
-T (`bt_core.counterfactual.replay.measure_loss`). The metagradient is ∂f/∂w_i at w = 1.
+T (`bt_core.training.behavior.measure_loss`). The metagradient is ∂f/∂w_i at w = 1.
 
 **Reverse** (adjoints x̄ = ∂f/∂x, swept from T down to 0): θ̄_T = ∇f(θ_T), m̄_T = v̄_T = 0; for each
 step s, given (θ̄, m̄, v̄) of step s + 1:
@@ -98,13 +98,9 @@ import numpy as np
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bt_core.counterfactual.replay import (
-    loss_weights,
-    measure_loss,
-    partial_update,
-    step_bounds,
-)
+from bt_core.counterfactual.replay import loss_weights, partial_update, step_bounds
 from bt_core.training import grpo
+from bt_core.training.behavior import measure_loss
 from bt_core.training.model import cast_model, torch_threads
 from bt_core.training.objective import rollout_logprob
 

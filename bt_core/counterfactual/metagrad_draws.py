@@ -51,8 +51,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bt_core.counterfactual.metagrad import _flat, _hyper, _Layout, _snapshot
-from bt_core.counterfactual.replay import measure_loss
 from bt_core.training import grpo
+from bt_core.training.behavior import measure_loss
 from bt_core.training.objective import rollout_logprob
 
 BATCH = 64  # siblings per double backward (their graph is held at once)

@@ -12,7 +12,7 @@ A = +1, weighted as a rollout is weighted in one of the run's logged steps:
 
 (torch's clip_grad_norm_ and AdamW, as `bt_core.counterfactual.metagrad` writes them). Its effect is
 the change it makes in the counterfactual items' behavior measure f (behavior NLL on the
-held-out probes, `bt_core.counterfactual.replay.measure_loss`), against the same step with no
+held-out probes, `bt_core.training.behavior.measure_loss`), against the same step with no
 row, θ'_∅ (u = 0: AdamW's momentum and decay alone, what the replay engine does for a step left
 with no row):
 
@@ -61,10 +61,10 @@ import numpy as np
 import torch
 
 from bt_core.counterfactual.metagrad import CLIP_DELTA, _hyper, _snapshot
-from bt_core.counterfactual.replay import measure_loss
 from bt_core.gradients.layout import param_layout
 from bt_core.gradients.pergrad import get_engine
 from bt_core.training import grpo
+from bt_core.training.behavior import measure_loss
 
 DTYPE = torch.float64
 AUDIT = 32  # siblings per draw whose exact finite change is measured beside the label

@@ -25,10 +25,10 @@ import torch
 from bt_core.artifacts.run import Run
 from bt_core.artifacts.store import save_array
 from bt_core.config import CounterfactualConfig, DrawConfig, SketchConfig
-from bt_core.counterfactual.replay import measure_examples
 from bt_core.counterfactual.sibling_effect import run_coefficient, sibling_effects
 from bt_core.gradients.sketch import sketch_table_at
 from bt_core.targets.examples import behavior_prompts
+from bt_core.training.behavior import measure_examples
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.generate import sample
 from bt_core.training.grpo import make_table

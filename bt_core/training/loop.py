@@ -21,6 +21,7 @@ from bt_core.config import SATURATION, RunConfig, checkpoint_steps
 from bt_core.faults import fault_point
 from bt_core.progress import progress as progress_bar
 from bt_core.training import grpo
+from bt_core.training.behavior import greedy_rate
 from bt_core.training.generate import sample
 from bt_core.training.model import (
     Codec,
@@ -86,13 +87,14 @@ def _pad(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 def probe_eval(
     model, task: Task, codec: Codec, cfg: RunConfig, step: int, n_samples: int | None = None
 ) -> dict:
-    """s_b (greedy, held-out trigger probes), control rate (greedy, control probes) and the sampled
-    behavior rate on trigger probes (saturation), at the current parameters."""
+    """s_b (greedy, the run's trigger probes; `bt_core.training.behavior.greedy_rate`), control rate
+    (greedy, control probes) and the sampled behavior rate on trigger probes (saturation), at the
+    current parameters."""
     g = cfg.grpo
     n_samples = n_samples or cfg.task.probe_samples
     model.eval()
 
-    def rate(prompts, greedy, gen=None, reps=1):
+    def sampled_rate(prompts, gen, reps):
         enc = [codec.encode_prompt(p.text) for p in prompts for _ in range(reps)]
         rep, ln = sample(
             model,
@@ -103,7 +105,6 @@ def probe_eval(
             generator=gen,
             temperature=g.temperature,
             top_p=g.top_p,
-            greedy=greedy,
         )
         return float(
             np.mean([task.has_behavior(codec.decode(rep[i, : ln[i]])) for i in range(len(enc))])
@@ -114,9 +115,9 @@ def probe_eval(
     )
     return {
         "step": step,
-        "s_b": rate(task.trigger_probes, True),
-        "control_rate": rate(task.control_probes, True),
-        "sampled_rate": rate(task.trigger_probes, False, gen, n_samples),
+        "s_b": greedy_rate(model, task, codec, task.trigger_probes, g.max_new_tokens),
+        "control_rate": greedy_rate(model, task, codec, task.control_probes, g.max_new_tokens),
+        "sampled_rate": sampled_rate(task.trigger_probes, gen, n_samples),
     }
 
 
