@@ -339,6 +339,11 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
         Run(tier="full", cwd="root"),
     ),
+    "python benchmarks/bench_keys.py --scale smoke --builds 10 --estimator metagrad": (
+        # ten cold smoke builds (about 10 min on 2 cores) judged by the exact ideal
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_keys.py --scale default --builds 3 --estimator cosine": (
         # three cold default builds (about 35 min on 2 cores) judged by one estimator
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
@@ -348,6 +353,12 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
     "cosine --estimator random --estimator norm_only --estimator fluency": (
         # two cold default builds (about 23 min on 2 cores) judged by five estimators
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
+        Run(tier="full", cwd="root"),
+    ),
+    "python benchmarks/bench_keys.py --scale smoke --builds 24 --train-only --versus "
+    "model.hidden_size=48 --versus model.intermediate_size=96": (
+        # 24 keys, each trained twice (about 20 min on 2 cores): its options here
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--versus"),
         Run(tier="full", cwd="root"),
     ),
     "python benchmarks/bench_keys.py --scale smoke --builds 36 --train-only --versus "
