@@ -472,6 +472,10 @@ def _interrupt_mid_build(cmd: list[str], cache: Path, cwd: Path) -> tuple[int, s
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        # SIGINT as a terminal's foreground job has it: a suite started in the background (`cmd &`,
+        # nohup, a runner's shell) hands its children SIGINT ignored, and the build would never see
+        # the signal this test sends
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while not any((cache / "runs").glob("*")) and time.monotonic() < deadline:
