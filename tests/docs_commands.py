@@ -357,7 +357,7 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
     ),
     "python benchmarks/bench_keys.py --scale smoke --builds 24 --train-only --versus "
     "model.hidden_size=48 --versus model.intermediate_size=96": (
-        # 24 keys, each trained twice (about 20 min on 2 cores): its options here
+        # 24 keys, each trained twice (about 13 min on 2 cores): its options here
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--versus"),
         Run(tier="full", cwd="root"),
     ),

@@ -70,18 +70,39 @@ def behavior_nll(model, ex: TargetExamples, pad_id: int) -> float:
         return float(measure_loss(model, ex, pad_id))
 
 
-def greedy_rate(model, task: Task, codec, prompts, max_new_tokens: int) -> float:
-    """Share of `prompts` whose greedy reply shows the behavior (s_b)."""
+def behavior_rate(
+    model,
+    task: Task,
+    codec,
+    prompts,
+    max_new_tokens: int,
+    *,
+    generator: torch.Generator | None = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    reps: int = 1,
+) -> float:
+    """Share of replies to `prompts` (`reps` each) that show the behavior: greedy without a
+    `generator` (s_b), else sampled with it at `temperature` and `top_p` (training's saturation
+    figure)."""
     model.eval()
+    enc = [codec.encode_prompt(p.text) for p in prompts for _ in range(reps)]
     rep, ln = sample(
         model,
-        [codec.encode_prompt(p.text) for p in prompts],
+        enc,
         max_new_tokens=max_new_tokens,
         eos_id=codec.eos_id,
         pad_id=codec.pad_id,
-        generator=None,
-        greedy=True,
+        generator=generator,
+        temperature=temperature,
+        top_p=top_p,
+        greedy=generator is None,
     )
     return float(
-        np.mean([task.has_behavior(codec.decode(rep[i, : ln[i]])) for i in range(len(prompts))])
+        np.mean([task.has_behavior(codec.decode(rep[i, : ln[i]])) for i in range(len(enc))])
     )
+
+
+def greedy_rate(model, task: Task, codec, prompts, max_new_tokens: int) -> float:
+    """Share of `prompts` whose greedy reply shows the behavior (s_b)."""
+    return behavior_rate(model, task, codec, prompts, max_new_tokens)

@@ -21,8 +21,7 @@ from bt_core.config import SATURATION, RunConfig, checkpoint_steps
 from bt_core.faults import fault_point
 from bt_core.progress import progress as progress_bar
 from bt_core.training import grpo
-from bt_core.training.behavior import greedy_rate
-from bt_core.training.generate import sample
+from bt_core.training.behavior import behavior_rate, greedy_rate
 from bt_core.training.model import (
     Codec,
     build_codec,
@@ -94,22 +93,6 @@ def probe_eval(
     n_samples = n_samples or cfg.task.probe_samples
     model.eval()
 
-    def sampled_rate(prompts, gen, reps):
-        enc = [codec.encode_prompt(p.text) for p in prompts for _ in range(reps)]
-        rep, ln = sample(
-            model,
-            enc,
-            max_new_tokens=g.max_new_tokens,
-            eos_id=codec.eos_id,
-            pad_id=codec.pad_id,
-            generator=gen,
-            temperature=g.temperature,
-            top_p=g.top_p,
-        )
-        return float(
-            np.mean([task.has_behavior(codec.decode(rep[i, : ln[i]])) for i in range(len(enc))])
-        )
-
     gen = torch.Generator().manual_seed(
         int(np.random.SeedSequence([cfg.seed, step, 7]).generate_state(1)[0])
     )
@@ -117,7 +100,17 @@ def probe_eval(
         "step": step,
         "s_b": greedy_rate(model, task, codec, task.trigger_probes, g.max_new_tokens),
         "control_rate": greedy_rate(model, task, codec, task.control_probes, g.max_new_tokens),
-        "sampled_rate": sampled_rate(task.trigger_probes, gen, n_samples),
+        "sampled_rate": behavior_rate(
+            model,
+            task,
+            codec,
+            task.trigger_probes,
+            g.max_new_tokens,
+            generator=gen,
+            temperature=g.temperature,
+            top_p=g.top_p,
+            reps=n_samples,
+        ),
     }
 
 
