@@ -162,6 +162,24 @@ def residualize(scores: np.ndarray, covariate: np.ndarray, groups: np.ndarray) -
     return yc - b * xc
 
 
+def within_group_ranks(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each score's rank within its group scaled to [0, 1] ((rank − 1)/(size − 1), ties averaged;
+    0.5 in a group of one): the score's within-group order with its scale removed, so that groups
+    whose scores are a thousand times larger do not dominate a pooled fit (`residualize`)."""
+    from scipy.stats import rankdata
+
+    y = np.asarray(scores, float)
+    groups = np.asarray(groups)
+    out = np.full(y.shape, 0.5)
+    _, inv = np.unique(groups, return_inverse=True)
+    for k in range(int(inv.max()) + 1 if inv.size else 0):
+        m = inv == k
+        n = int(m.sum())
+        if n > 1:
+            out[m] = (rankdata(y[m]) - 1.0) / (n - 1)
+    return out
+
+
 def resample_counts(
     clusters: np.ndarray, n_boot: int, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:

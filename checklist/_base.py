@@ -20,6 +20,16 @@ from bt_core.reporting.scorecard import Status, Verdict, clean, worst_status
 
 GATES = ("all", "targets", "none")
 
+# The two views an estimator item's rule can take (issue 48). The causal view asks the item's
+# question of causal truth: the replayed counterfactuals on the stream, the one-step causal label on
+# draws. The reference view asks it of the planted labels, as the reference study did: those can be
+# read off the reply's text and reward, so a text reader can pass them. One view gates the exit code
+# (`--gate-view`, causal by default); the other is recorded and shown beside it.
+CAUSAL = "causal"
+REFERENCE = "reference"
+VIEWS = (CAUSAL, REFERENCE)
+DEFAULT_VIEW = CAUSAL
+
 
 @dataclass(frozen=True)
 class Item:
@@ -46,6 +56,9 @@ class Item:
     # per-seed figure compared against a baseline scorecard (--scorecard-compare)
     headline: str | None = None
     present: Callable[[dict], dict] | None = None  # record → its presentation (tables and figures)
+    # estimator items: the views its rule has; with more than one, ``evaluate(spec, evidence,
+    # view)`` is called for each (with one, ``evaluate(spec, evidence)``)
+    views: tuple[str, ...] = (REFERENCE,)
 
     def __post_init__(self) -> None:
         if self.kind not in ("setup", "estimator"):
@@ -58,10 +71,33 @@ class Item:
             raise ValueError(
                 f"Item {self.name!r}: only setup items gate selectively (gates={self.gates!r})"
             )
+        if not self.views or any(v not in VIEWS for v in self.views):
+            raise ValueError(f"Item {self.name!r}: views={self.views!r} must be taken from {VIEWS}")
 
-    def judge(self, *args) -> Verdict:
-        """`evaluate(*args)`, with the item's presentation of the verdict written into it."""
-        v = self.evaluate(*args)
+    def view_for(self, gating: str) -> str:
+        """The view this item's verdict is judged in when `gating` gates: that one where the item
+        has it, else the only one it has (`counterfactual` is causal only)."""
+        return gating if gating in self.views else self.views[0]
+
+    def judge(self, *args, view: str = DEFAULT_VIEW) -> Verdict:
+        """The verdict, with the item's presentation written into it. A setup item:
+        ``evaluate(evidence)``. An estimator item: its rule in every view it has; the verdict is
+        the one in `view_for(view)`, and ``views`` records each view's status and short line (the
+        other view is reported beside it, never gating)."""
+        if self.kind == "setup":
+            v = self.evaluate(*args)
+        else:
+            if view not in VIEWS:
+                raise ValueError(f"view={view!r}: choose one of {VIEWS}")
+            own = self.view_for(view)
+            each = (
+                {w: self.evaluate(*args, w) for w in self.views}
+                if len(self.views) > 1
+                else {own: self.evaluate(*args)}
+            )
+            v = each[own]
+            v.view = own
+            v.views = {w: {"status": str(x.status), "short": x.short} for w, x in each.items()}
         if self.present is not None:
             v.presentation = self.present(clean(asdict(v)))
         return v

@@ -15,6 +15,11 @@ comparison when the CI's lower end — the value, without a CI — exceeds 0). G
 one-line `Verdict.short` ("loses to advantage (step) by 0.43, seed 1"); a seed's own ``short`` is
 used where the seed fails for a reason no comparison shows.
 
+An item whose rule has two views (`_base.VIEWS`) returns, beside the shared figures, ``views``:
+``{view: {status, why, margin, chance_margin, versus, ...}}``, each view's verdict on the seed;
+`in_view` lays one view's entries over the shared ones, which is what `seed_verdict(view=…)`,
+`seed_variance` and `draw_variance` judge.
+
 Every estimator item's verdict passes through `judged`: gating setup failures, the target gate,
 advisory caveats, and the refusal of label readers that are not built-in validation estimators.
 """
@@ -61,17 +66,35 @@ def level_scores(
     return ps.to_rollouts(summed), "summed"
 
 
+def seed_result(
+    name: str,
+    evaluate_seed: SeedFn,
+    spec: EstimatorSpec,
+    evidence: Evidence,
+    seed: int,
+    draw: int = 0,
+) -> dict:
+    """`evaluate_seed` on one seed, memoized per (item, estimator, seed, draw): an item that reads
+    another's per-seed result shares its computation; raises EstimatorFailure."""
+    return memo(
+        evidence, (name, spec.key, seed, draw), lambda: evaluate_seed(spec, evidence, seed, draw)
+    )
+
+
 def seed_results(
     name: str, evaluate_seed: SeedFn, spec: EstimatorSpec, evidence: Evidence, draw: int = 0
 ) -> dict[int, dict]:
-    """`evaluate_seed` on every seed, memoized per (item, estimator, seed, draw); raises
-    EstimatorFailure."""
-    return {
-        s: memo(
-            evidence, (name, spec.key, s, draw), lambda s=s: evaluate_seed(spec, evidence, s, draw)
-        )
-        for s in evidence.seeds
-    }
+    """`seed_result` on every seed; raises EstimatorFailure."""
+    return {s: seed_result(name, evaluate_seed, spec, evidence, s, draw) for s in evidence.seeds}
+
+
+def in_view(result: dict, view: str) -> dict:
+    """A seed's result as judged in `view`: its ``views[view]`` entries over the shared figures (the
+    result itself where the item's rule has one view)."""
+    views = result.get("views")
+    if not views:
+        return result
+    return {**result, **views[view], "view": view}
 
 
 def judged(
@@ -113,28 +136,34 @@ def seed_verdict(
     spec: EstimatorSpec,
     evidence: Evidence,
     *,
-    headline: str | None = None,
+    headline: str | dict[str, str] | None = None,
     extra: dict | None = None,
     margin: str | None = None,
+    view: str | None = None,
 ) -> Verdict:
     """The item's verdict: invalid-setup if the setup failed or any seed's evidence is unusable;
     fail if any seed fails; else pass (see `judged` for gating and refusal). `margin` names what the
-    seeds' ``versus`` comparisons measure (an axis label; see the module docstring)."""
+    seeds' ``versus`` comparisons measure (an axis label; see the module docstring). `view`: judge
+    each seed in that view (`in_view`); `headline` may then name a figure per view."""
     return judged(
         name,
         spec,
         evidence,
-        lambda: _seed_verdict(name, evaluate_seed, spec, evidence, headline, extra, margin),
+        lambda: _seed_verdict(name, evaluate_seed, spec, evidence, headline, extra, margin, view),
     )
 
 
-def _seed_verdict(name, evaluate_seed, spec, evidence, headline, extra, margin) -> Verdict:
+def _seed_verdict(name, evaluate_seed, spec, evidence, headline, extra, margin, view) -> Verdict:
     rec = spec_record(spec, evidence)
     try:
         per_seed = seed_results(name, evaluate_seed, spec, evidence)
     except EstimatorFailure as e:
         return failure_verdict(name, spec, evidence, e)
+    if view is not None:
+        per_seed = {s: in_view(r, view) for s, r in per_seed.items()}
     figures = {"per_seed": per_seed, **(extra or {})}
+    if isinstance(headline, dict):  # a headline figure per view
+        headline = headline.get(view)
     if headline:
         vals = [
             r[headline]

@@ -128,7 +128,7 @@ from bt_core.reporting import present as pr
 from bt_core.reporting.scorecard import Status, Verdict
 
 from . import controls
-from ._base import Item, fmt
+from ._base import CAUSAL, Item, fmt
 from ._common import level_scores, seed_verdict
 from ._memo import memo
 
@@ -391,7 +391,8 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     }
 
 
-def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
+def evaluate(spec: EstimatorSpec, evidence: Evidence, view: str = CAUSAL) -> Verdict:
+    """Causal only: the replays are the truth (`view` is always `CAUSAL`)."""
     return seed_verdict(
         NAME,
         evaluate_seed,
@@ -506,4 +507,5 @@ ITEM = Item(
     reference="causal ground truth (LDS, TRAK/dattri)",
     headline="lds",
     present=present,
+    views=(CAUSAL,),
 )

@@ -3,13 +3,13 @@
 Rule, on every seed, over the seeded generation draws at the analysis checkpoint (≥ 2 draws needed
 to judge; the default scale has 5), with the fluency control's per-draw figures (`fluency_control`):
 
-1. the fluency-control verdict holds on every draw — against both of its labels, the reference's
-   behavior flag and the causal label (each sibling's one-step effect; `fluency_control` says what
-   each tests and why a text reader passes the first and not the second);
+1. the fluency-control verdict holds on every draw, in the view judged: the causal view on the
+   causal label (each sibling's one-step effect), the reference view on the reference's behavior
+   flag (`fluency_control` says what each tests and why a text reader passes the second and not the
+   first); the two labels are never AND-ed (issue 48);
 2. the spread is judged: the 95% Student-t CI of the across-draw mean margin (residualized AUC −
-   max(0.5, norm-only's residualized AUC), on each draw the smaller of the two labels' margins) lies
-   above 0;
-3. no draw sits at or below chance (residualized AUC > 0.5 on every draw, against both labels).
+   max(0.5, norm-only's residualized AUC), on the view's label) lies above 0;
+3. no draw sits at or below chance (residualized AUC > 0.5 on every draw, on the view's label).
 
 An invalid-setup draw stays invalid-setup (never fail). Reported: the residualized AUC per draw and
 its spread per seed — the reference saw 0.486, 0.446, 0.624, 0.526, 0.629 across five draws of one
@@ -24,8 +24,8 @@ from bt_core.reporting import present as pr
 from bt_core.reporting.scorecard import Status, Verdict, worst_status
 
 from . import fluency_control
-from ._base import Item, failure_verdict, fmt, spec_record, spread
-from ._common import judged, seed_results, spread_margin, spread_short
+from ._base import CAUSAL, REFERENCE, Item, failure_verdict, fmt, spec_record, spread
+from ._common import in_view, judged, seed_results, spread_margin, spread_short
 from .seed_variance import judge_spread
 
 NAME = "draw_variance"
@@ -36,11 +36,11 @@ TITLE = (
 MIN_DRAWS = 2
 
 
-def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return judged(NAME, spec, evidence, lambda: _evaluate(spec, evidence))
+def evaluate(spec: EstimatorSpec, evidence: Evidence, view: str = CAUSAL) -> Verdict:
+    return judged(NAME, spec, evidence, lambda: _evaluate(spec, evidence, view))
 
 
-def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
+def _evaluate(spec: EstimatorSpec, evidence: Evidence, view: str) -> Verdict:
     rec = spec_record(spec, evidence)
     n_draws = min(len(a.draws) for a in evidence.artifacts.values())
     if n_draws < MIN_DRAWS:
@@ -62,7 +62,7 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
         return failure_verdict(NAME, spec, evidence, e)
     per_seed = {}
     for s in evidence.seeds:
-        rows = {d: per_draw[d][s] for d in range(n_draws)}
+        rows = {d: in_view(per_draw[d][s], view) for d in range(n_draws)}
         f = judge_spread(
             {d: r["status"] for d, r in rows.items()},
             {d: r["margin"] for d, r in rows.items()},
@@ -79,12 +79,13 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
             "causal_auc_spread": spread(list(causal.values())),
             "reference_status": {d: r["reference_status"] for d, r in rows.items()},
         }
-    all_auc = [a for f in per_seed.values() for a in f["auc"].values() if a == a]
+    key = "causal_auc" if view == CAUSAL else "auc"
+    all_auc = [a for f in per_seed.values() for a in f[key].values() if a == a]
     figures = {
         "per_seed": per_seed,
         "n_draws": n_draws,
         "headline": {
-            "figure": "min AUC over seeds and draws",
+            "figure": f"min {'causal ' if view == CAUSAL else ''}AUC over seeds and draws",
             "value": min(all_auc) if all_auc else None,
         },
     }
@@ -145,4 +146,6 @@ def present(rec: dict) -> dict:
     return pr.presentation(pr.dots(fluency_control.FIGURE, "auc", "", "", [{}], [row]))
 
 
-ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6", present=present)
+ITEM = Item(
+    NAME, TITLE, "estimator", evaluate, reference="P6", present=present, views=(CAUSAL, REFERENCE)
+)

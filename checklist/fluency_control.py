@@ -29,22 +29,13 @@ invalid-setup. The mixed-group check reads only the labels and runs before the e
 so a draw where every sibling shows the behavior is invalid for every estimator alike (a constant
 score is then no defect).
 
-**Two labels; a seed passes only if it passes against both** (issue 21, req. 7). The bar below was
-written, with its reasons, before any estimator was scored against the causal label, and is not
-moved.
-
-* *The reference's label* — "the reply shows the behavior" (the draw's behavior flag). It tests what
-  the reference tested (P5): whether a method's within-group ranking agrees with the behavior
-  *after* fluency is controlled. It is read off the reply's text, so a gradient-free text reader
-  gets it exactly (the surface baseline is this label); on it alone the item cannot tell attribution
-  from reading.
-* *The causal label* — each sibling's one-step effect (`Evidence.effect`, built with the draw by
-  `bt_core.counterfactual.sibling_effect`): the change in the counterfactual items' behavior measure
-  (behavior NLL on held-out probes) that one update reinforcing that sibling alone (A = +1, the
-  run's lr, clip and AdamW state at the analysis checkpoint) makes, against the same step with no
-  row. Its sign is the label: 1 where reinforcing the sibling teaches the behavior. It tests whether
-  the ranking predicts what each sibling would *do* to the behavior if trained on; the text shows it
-  only as far as the text and the cause coincide. No estimator is handed it.
+**Two labels, one per view** (issue 21, req. 7; issue 48). The bar below was written, with its
+reasons, before any estimator was scored against the causal label, and is not moved. The causal
+view (`_base.CAUSAL`, gating by default) judges the causal label alone; the reference view
+(`_base.REFERENCE`) judges the behavior flag alone, as the reference did. The two labels can part:
+on some seeds they are nearly unrelated (`cosine`: AUC 1.000 on the flag, 0.491 on the causal label
+on one default build), so a rule that required both (the rule before issue 48) could be passed on
+one build and not on the next by no fault of the method.
 
 Against the causal label the same pre-registered readout applies, unchanged and for the same reasons
 — residualized within-group AUC with CI lower bound > 0.5 and width ≤ 0.15, above norm-only's, and
@@ -55,11 +46,38 @@ together, above 0). On the reference label the surface baseline *is* the label, 
 beat it and it is only reported; on the causal label it is the strongest reading of the text, as on
 the stream, where magnitude_control gates on it for the same reason: a method that is right only
 where the text is right has shown the text, not the cause. A draw with no group whose siblings'
-effects differ in sign cannot test the causal half: invalid-setup. Within one seed a failing half
-fails the seed whatever the other half's setup (`FAIL_FIRST`), after the saturation and mixed-group
-checks above (which make the seed invalid-setup for everyone). The seed's ``margin`` (read by
-draw_variance and seed_variance) is the smaller of the two labels' margins, and ``chance_margin``
-likewise: the binding label decides.
+effects differ in sign cannot test the causal view, and one with no group mixing the behavior flag
+cannot test the reference view: that view is invalid-setup; an unsaturated checkpoint is
+invalid-setup in both. The estimator is asked whenever either label mixes. Each view has its own
+``margin`` and ``chance_margin`` (read by draw_variance and seed_variance in the same view).
+
+**Why ranks in the causal view** (issue 48; fixed from `metagrad`'s figures, fluency's and the
+reasoning below, before any other estimator was scored under it). In the causal view the scores are
+residualized through their within-group ranks (`bt_core.metrics.within_group_ranks`, each group's
+order scaled to [0, 1]), then by the same pooled linear fit on fluency; every other clause is
+unchanged, and the norm-only control and the surface baseline pass through the same transform. The
+reason: the linear fit pools every group, so a score whose scale differs between groups (the
+causal ideal's draw score is a one-step effect, heavy-tailed across groups) has its fit decided by
+the few largest groups, and subtracting it reorders the others. On the committed smoke key, seed 0,
+draw 0, `metagrad` ranks the causal label perfectly within every group (raw AUC 1.000; fluency
+alone 0.575, its better direction) and its linearly residualized AUC is 0.736 [0.636, 0.837], CI
+width 0.201 > 0.15: a fluency control that makes the exact ideal fail is measuring the score's
+scale, not a fluency confound. Residualizing its ranks gives 0.990, and the fluency-matched pairs
+(|Δfluency| ≤ 0.10, 99 pairs; no functional form at all) give 1.000. Over that key's 9 draws
+(seeds 0, 2, 5) the linear form ranged 0.736–1.000 and the rank form 0.964–1.000, matched pairs
+0.971–1.000. The within-group AUC itself only reads order, so nothing of what the item asks is lost;
+a rank transform of fluency still fails, on the paired clause (raw AUC beating fluency's own). The
+reference view keeps the reference's linear form on the raw scores, unchanged: the reference's
+GAS scores are cosines, bounded and comparable across groups, where the two forms agree.
+
+**The causal view's margin** (read by seed_variance and draw_variance): the residualized AUC's share
+of the room between its bar, max(0.5, norm-only's residualized AUC), and a perfect ranking:
+(AUC − bar) / (1 − bar). Not AUC − bar, the reference view's margin: the norm-only control's causal
+AUC moves from seed to seed with the fixture (0.808, 0.357 and 0.383 on the committed smoke key's
+seeds 0, 2 and 5), so the difference spread with the control, and its 3-seed t-interval held 0 for
+the exact ideal itself ([−0.05, 0.83], AUC 0.990, 0.980, 0.996). In units of the room the ideal's
+margin is near 1 on every seed, and a method's spread is its own (`magnitude_control` says the same
+of its causal margin).
 
 Reported beside it, not judged: each method's within-group Spearman ρ with the effect itself (mean
 over groups, cluster-bootstrap CI), the surface baseline's causal AUC, and the causal label's
@@ -82,13 +100,14 @@ from bt_core.metrics import (
     residualize,
     residualize_bins,
     within_group_auc,
+    within_group_ranks,
     within_group_spearman,
 )
 from bt_core.reporting import present as pr
-from bt_core.reporting.scorecard import FAIL_FIRST, Status, Verdict, worst_status
+from bt_core.reporting.scorecard import Status, Verdict
 
 from . import controls
-from ._base import Item, fmt
+from ._base import CAUSAL, REFERENCE, Item, fmt
 from ._common import seed_verdict
 
 NAME = "fluency_control"
@@ -104,8 +123,7 @@ MIN_MATCHED = 30  # matched-pair AUC is shown only when this many pairs exist
 N_BOOT = 10_000  # cluster-bootstrap resamples of the AUC (groups resampled; vectorized)
 CONTROL = controls.DRAW_CONTROL
 MARGIN = "Δ within-group AUC (residualized; raw vs fluency itself) over the comparison"
-# the causal label's figures: ``figures["per_seed"][s]["causal"]``; the suffix of its comparisons
-CAUSAL = "causal"
+# the causal label's figures: ``figures["per_seed"][s]["causal"]``
 
 
 def auc_with_ci(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, seed: int) -> dict:
@@ -132,14 +150,20 @@ def judge_label(
     surface: np.ndarray,
     seed: int,
     gate_surface: bool,
+    ranks: bool = False,
 ) -> dict:
     """The readout of `raw` against one label (module docstring): figures, ``versus`` and
     ``problems`` (why it fails; empty when it passes). `gate_surface`: the surface baseline is one
-    of the bars."""
+    of the bars. `ranks`: residualize each score's within-group rank, not its value (the causal
+    view; module docstring, "Why ranks in the causal view")."""
     g, flu = p.group, p.fluency
-    est = auc_with_ci(residualize(raw, flu, g), labels, g, seed)
-    ctrl_auc, _ = within_group_auc(residualize(ctrl, flu, g), labels, g)
-    surface_auc, _ = within_group_auc(residualize(surface, flu, g), labels, g)
+
+    def resid(x):
+        return residualize(within_group_ranks(x, g) if ranks else x, flu, g)
+
+    est = auc_with_ci(resid(raw), labels, g, seed)
+    ctrl_auc, _ = within_group_auc(resid(ctrl), labels, g)
+    surface_auc, _ = within_group_auc(resid(surface), labels, g)
     flu_dir, flu_auc = better_direction(flu, labels, g)
     vs_flu = paired_group_auc_diff(raw, flu_dir, labels, g, n_boot=N_BOOT, seed=seed)
     versus = {
@@ -189,13 +213,13 @@ def _spearman(raw: np.ndarray, effect: np.ndarray, groups: np.ndarray, seed: int
     return {"mean": mean, "ci": [lo, hi], "groups": int(rho.size)}
 
 
-def _lower(a: float, b: float) -> float:
-    return float("nan") if a != a or b != b else min(a, b)
-
-
 def _causal_half(raw, effect, p, ctrl, surface, seed) -> tuple[dict, Status]:
     causal = np.asarray(effect) > 0
-    c = judge_label(raw, causal, p, ctrl, surface, seed, gate_surface=True)
+    c = judge_label(raw, causal, p, ctrl, surface, seed, gate_surface=True, ranks=True)
+    # the margin seed_variance and draw_variance spread, in units of the room between the bar and
+    # a perfect ranking (module docstring, "The causal view's margin")
+    bar = max(CI_LOWER, c["control_auc"])
+    c["margin"] = (c["auc"] - bar) / (1.0 - bar) if bar < 1.0 else float("nan")
     c.update(spearman=_spearman(raw, effect, p.group, seed), positive_rate=float(np.mean(causal)))
     status = (
         Status.INVALID_SETUP if c["pairs"] == 0 else Status.FAIL if c["problems"] else Status.PASS
@@ -203,26 +227,37 @@ def _causal_half(raw, effect, p, ctrl, surface, seed) -> tuple[dict, Status]:
     return c, status
 
 
+UNMIXED = "no sibling group holds both behavior and non-behavior replies"
+
+
+def _mixes(labels: np.ndarray, groups: np.ndarray) -> bool:
+    """Whether some sibling group holds both values of `labels` (reads only the labels)."""
+    return within_group_auc(np.zeros(labels.size), labels, groups)[1] > 0
+
+
 def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
+    """The seed's figures under both labels, and its verdict in each view (``views``): the causal
+    view judges the causal label alone, the reference view the behavior flag alone."""
     p = evidence.draw_problem(seed, draw)
     labels = evidence.labels(p)
-    # with no sibling group mixing behavior and not there is nothing to rank: the estimator is not
+    effect = evidence.effect(p)
+    # with no sibling group mixing either label there is nothing to rank: the estimator is not
     # asked (its constant score — the label reader's, rightly — would fail the item as "ranks
     # nothing"); the figures below come out empty and the seed is invalid-setup like every other
     # estimator's
-    mixed = within_group_auc(np.zeros(labels.size), labels, p.group)[1] > 0
+    mixed = _mixes(labels, p.group) or _mixes(np.asarray(effect) > 0, p.group)
     raw = evidence.scores(spec, p) if mixed else np.zeros(labels.size)
     ctrl = controls.draw_scores(evidence, seed, draw, CONTROL)
     surface = controls.draw_scores(evidence, seed, draw, controls.SURFACE)
     ref = judge_label(raw, labels, p, ctrl, surface, seed, gate_surface=False)
-    cau, cau_status = _causal_half(raw, evidence.effect(p), p, ctrl, surface, seed)
+    cau, cau_status = _causal_half(raw, effect, p, ctrl, surface, seed)
     binned = auc_with_ci(residualize_bins(raw, p.fluency, p.group), labels, p.group, seed)
     m_auc, m_pairs = matched_pair_auc(raw, labels, p.group, p.fluency, CALIPER)
     probes = {q["step"]: q for q in evidence.artifacts[seed].run.probes}
     rate = probes[p.extra["analysis_step"]]["sampled_rate"]
     out = {
-        **{k: v for k, v in ref.items() if k != "problems"},
-        CAUSAL: cau,
+        **{k: v for k, v in ref.items() if k not in ("problems", "versus")},
+        CAUSAL: {k: v for k, v in cau.items() if k != "problems"},
         "binned_auc": binned["auc"],
         "binned_ci": [binned["ci_lo"], binned["ci_hi"]],
         "matched_auc": m_auc if m_pairs >= MIN_MATCHED else None,
@@ -231,60 +266,70 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
         "sampled_rate": rate,
         "behavior_rate": float(np.mean(labels)),
         "draw": draw,
-        "reference_margin": ref["margin"],
-        "margin": _lower(ref["margin"], cau["margin"]),
-        "chance_margin": _lower(ref["chance_margin"], cau["chance_margin"]),
-        "versus": {**ref["versus"], **{f"{k} ({CAUSAL})": v for k, v in cau["versus"].items()}},
     }
-    head = (
+    ref_head = (
         f"AUC {fmt(ref['auc'])} [{fmt(ref['ci_lo'])}, {fmt(ref['ci_hi'])}] vs {CONTROL} "
         f"{fmt(ref['control_auc'])}; raw AUC {fmt(ref['raw_auc'])} vs fluency's "
         f"{fmt(ref['fluency_auc'])} (Δ CI lower {fmt(ref['vs_fluency']['ci_lo'])}); surface "
-        f"{fmt(ref['surface_auc'])} (reported); causal AUC {fmt(cau['auc'])} "
-        f"[{fmt(cau['ci_lo'])}, {fmt(cau['ci_hi'])}], vs surface Δ CI lower "
-        f"{fmt(cau['vs_surface']['ci_lo'])}"
+        f"{fmt(ref['surface_auc'])} (the label, reported)"
     )
+    cau_head = (
+        f"causal AUC {fmt(cau['auc'])} [{fmt(cau['ci_lo'])}, {fmt(cau['ci_hi'])}] vs {CONTROL} "
+        f"{fmt(cau['control_auc'])}; raw AUC {fmt(cau['raw_auc'])} vs fluency's "
+        f"{fmt(cau['fluency_auc'])} (Δ CI lower {fmt(cau['vs_fluency']['ci_lo'])}), vs the "
+        f"surface baseline's {fmt(cau['surface_raw_auc'])} (Δ CI lower "
+        f"{fmt(cau['vs_surface']['ci_lo'])}); behavior-label AUC {fmt(ref['auc'])} (reported)"
+    )
+    unsaturated = (
+        f"checkpoint {p.extra['analysis_step']} is not saturated "
+        f"(sampled rate {fmt(rate)} < {SATURATION})"
+    )
+
+    def view(status, head, res, empty):
+        entry = {
+            "margin": res["margin"],
+            "chance_margin": res["chance_margin"],
+            "versus": res["versus"],
+        }
+        if rate < SATURATION:
+            return {**entry, "status": Status.INVALID_SETUP, "why": unsaturated}
+        if status is Status.INVALID_SETUP:
+            return {**entry, "status": status, "why": empty}
+        why = ", ".join(res["problems"])
+        return {
+            **entry,
+            "status": status,
+            "why": head + (" — " + why if why else ""),
+            "short": why,
+        }
+
     ref_status = (
         Status.INVALID_SETUP
-        if rate < SATURATION or ref["pairs"] == 0
+        if ref["pairs"] == 0
         else Status.FAIL
         if ref["problems"]
         else Status.PASS
     )
-    out["reference_status"] = ref_status  # the reference's rule alone (docs/fidelity.md's P6 row)
-    if rate < SATURATION:
-        return {
-            **out,
-            "status": Status.INVALID_SETUP,
-            "why": f"checkpoint {p.extra['analysis_step']} is not saturated "
-            f"(sampled rate {fmt(rate)} < {SATURATION})",
-        }
-    if ref["pairs"] == 0:
-        return {
-            **out,
-            "status": Status.INVALID_SETUP,
-            "why": "no sibling group holds both behavior and non-behavior replies",
-        }
-    why = ref["problems"] + [f"{CAUSAL}: {w}" for w in cau["problems"]]
-    if cau_status is Status.INVALID_SETUP:
-        why.append(f"{CAUSAL}: no sibling group holds effects of both signs")
-    status = worst_status([ref_status, cau_status], FAIL_FIRST)
-    return {
-        **out,
-        "status": status,
-        "why": head + (" — " + ", ".join(why) if why else ""),
-        "short": ", ".join(why),
+    views = {
+        CAUSAL: {
+            **view(cau_status, cau_head, cau, "no sibling group holds effects of both signs"),
+            "causal_auc": cau["auc"],
+        },
+        REFERENCE: view(ref_status, ref_head, ref, UNMIXED),
     }
+    # the reference's rule alone (docs/fidelity.md's P6 row), under its old name
+    return {**out, "reference_status": views[REFERENCE]["status"], "views": views}
 
 
-def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
+def evaluate(spec: EstimatorSpec, evidence: Evidence, view: str = CAUSAL) -> Verdict:
     return seed_verdict(
         NAME,
         evaluate_seed,
         spec,
         evidence,
-        headline=HEADLINE,
+        headline={CAUSAL: "causal_auc", REFERENCE: HEADLINE},
         margin=MARGIN,
+        view=view,
         extra={
             "ci_lower": CI_LOWER,
             "ci_max_width": CI_MAX_WIDTH,
@@ -361,4 +406,13 @@ def present(rec: dict) -> dict:
     )
 
 
-ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P5", headline=HEADLINE, present=present)
+ITEM = Item(
+    NAME,
+    TITLE,
+    "estimator",
+    evaluate,
+    reference="P5",
+    headline=HEADLINE,
+    present=present,
+    views=(CAUSAL, REFERENCE),
+)

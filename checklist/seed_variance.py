@@ -1,8 +1,10 @@
 """Checklist item 6a — seed variance (reference finding P6).
 
 Rule (≥ 3 training seeds; the default scale has 5), for each per-seed item — magnitude control,
-fluency control, headroom — whose per-seed figures carry a ``margin`` (headline figure − the item's
-bar: > 0 clears it) and a ``chance_margin`` (figure − its chance level):
+fluency control, headroom — that has a form in the view judged (issue 48: the causal view spreads
+the causal forms, the reference view the planted-label forms; headroom has only the latter so far),
+whose per-seed figures carry a ``margin`` (headline figure − the item's bar: > 0 clears it) and a
+``chance_margin`` (figure − its chance level):
 
 1. the item's per-seed verdict holds on every seed;
 2. the spread is judged, not only the verdicts: the 95% Student-t CI of the across-seed mean margin
@@ -27,8 +29,8 @@ from bt_core.metrics import t_mean_ci
 from bt_core.reporting.scorecard import Status, Verdict, worst_status
 
 from . import fluency_control, headroom, magnitude_control
-from ._base import Item, failure_verdict, fmt, spec_record, spread
-from ._common import judged, seed_results, spread_margin, spread_short
+from ._base import CAUSAL, REFERENCE, Item, failure_verdict, fmt, spec_record, spread
+from ._common import in_view, judged, seed_results, spread_margin, spread_short
 
 NAME = "seed_variance"
 TITLE = "verdicts hold on every seed, and the across-seed mean clears each bar with its spread"
@@ -76,11 +78,11 @@ def judge_spread(statuses: dict, margins: dict, chance_margins: dict, unit: str 
     return {**out, "judged": Status.FAIL if problems else Status.PASS, "problems": problems}
 
 
-def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
-    return judged(NAME, spec, evidence, lambda: _evaluate(spec, evidence))
+def evaluate(spec: EstimatorSpec, evidence: Evidence, view: str = CAUSAL) -> Verdict:
+    return judged(NAME, spec, evidence, lambda: _evaluate(spec, evidence, view))
 
 
-def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
+def _evaluate(spec: EstimatorSpec, evidence: Evidence, view: str) -> Verdict:
     rec = spec_record(spec, evidence)
     if len(evidence.seeds) < MIN_SEEDS:
         return Verdict(
@@ -93,8 +95,11 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
         )
     figures = {}
     try:
-        for item in ITEMS:
-            res = seed_results(item.NAME, item.evaluate_seed, spec, evidence)
+        for item in (i for i in ITEMS if view in i.ITEM.views):
+            res = {
+                s: in_view(r, view)
+                for s, r in seed_results(item.NAME, item.evaluate_seed, spec, evidence).items()
+            }
             figures[item.NAME] = judge_spread(
                 {s: r["status"] for s, r in res.items()},
                 {s: r.get("margin", float("nan")) for s, r in res.items()},
@@ -136,4 +141,4 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
     )
 
 
-ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6")
+ITEM = Item(NAME, TITLE, "estimator", evaluate, reference="P6", views=(CAUSAL, REFERENCE))

@@ -171,14 +171,14 @@ def _draw_evidence(labels: np.ndarray, asked: list):
     )
 
 
-def _causal_draw(score_of, n_groups: int = 300, size: int = 6):
+def _causal_draw(score_of, n_groups: int = 300, size: int = 6, agree: float = 0.8):
     """Evidence stand-in with a causal label the text does not give away: the siblings' effects are
-    drawn at random, the behavior flag agrees with their sign on 80% of siblings, fluency is noise.
-    `score_of(flag, effect)` is the estimator's score."""
+    drawn at random, the behavior flag agrees with their sign on `agree` of siblings, fluency is
+    noise. `score_of(flag, effect)` is the estimator's score."""
     rng = np.random.default_rng(3)
     n = n_groups * size
     effect = rng.normal(size=n)
-    flag = np.where(rng.random(n) < 0.8, effect > 0, effect <= 0)
+    flag = np.where(rng.random(n) < agree, effect > 0, effect <= 0)
     problem = SimpleNamespace(
         extra={"analysis_step": 8},
         fluency=rng.normal(size=n),
@@ -195,50 +195,88 @@ def _causal_draw(score_of, n_groups: int = 300, size: int = 6):
     return ev, flag, rng.random(n)
 
 
-def test_against_the_causal_label_a_text_reader_fails_and_a_reader_of_the_cause_passes(monkeypatch):
-    """Where the text shows the cause on 80% of siblings, the reply's text (the surface baseline,
-    here the flag) passes the behavior label but cannot beat itself against the causal label; a
-    score that ranks by the effect beats it there and (the text agreeing with the cause) passes both
-    labels."""
-    from behaviortrace.checklist import controls, fluency_control
+def _surface_is_the_flag(monkeypatch, flag, norm):
+    from behaviortrace.checklist import controls
 
-    ev, flag, norm = _causal_draw(lambda flag, effect: flag + 1e-6 * np.arange(flag.size))
     monkeypatch.setattr(
         controls,
         "draw_scores",
         lambda evidence, seed, draw, name: flag.astype(float) if name == controls.SURFACE else norm,
     )
+
+
+def test_against_the_causal_label_a_text_reader_fails_and_a_reader_of_the_cause_passes(monkeypatch):
+    """Where the text shows the cause on 80% of siblings, the reply's text (the surface baseline,
+    here the flag) passes the reference view (the behavior label) but cannot beat itself in the
+    causal view; a score that ranks by the effect beats it there."""
+    from behaviortrace.checklist import fluency_control
+    from behaviortrace.checklist._base import CAUSAL, REFERENCE
+
+    ev, flag, norm = _causal_draw(lambda flag, effect: flag + 1e-6 * np.arange(flag.size))
+    _surface_is_the_flag(monkeypatch, flag, norm)
     text = fluency_control.evaluate_seed("text", ev, seed=0)
-    assert text["status"] == "fail", text["why"]
-    assert "causal: does not beat the surface baseline" in text["why"], text["why"]
-    assert text["auc"] > 0.99 and text["reference_status"] == "pass", text["why"]
+    cau, ref = text["views"][CAUSAL], text["views"][REFERENCE]
+    assert cau["status"] == "fail", cau["why"]
+    assert "does not beat the surface baseline" in cau["why"], cau["why"]
+    assert text["auc"] > 0.99 and ref["status"] == "pass", ref["why"]
+    assert text["reference_status"] == "pass"  # the fidelity page's P6 reads it
     ev, _, _ = _causal_draw(lambda flag, effect: effect)
     cause = fluency_control.evaluate_seed("cause", ev, seed=0)
-    c = cause[fluency_control.CAUSAL]
-    assert c["problems"] == [] and c["vs_surface"]["ci_lo"] > 0, c["problems"]
+    c = cause[CAUSAL]
+    assert c["vs_surface"]["ci_lo"] > 0 and cause["views"][CAUSAL].get("short") == ""
     assert c["spearman"]["mean"] == 1.0
-    assert cause["status"] == "pass", cause["why"]
+    assert cause["views"][CAUSAL]["status"] == "pass", cause["views"][CAUSAL]["why"]
+    assert cause["views"][CAUSAL]["margin"] == c["margin"]
+
+
+def test_where_the_two_labels_part_each_view_judges_its_own_label_never_both(monkeypatch):
+    """Issue 48: on a draw where the behavior flag says nothing of the cause (agreement at chance),
+    a ranking by the effect passes the causal view and fails the reference view, and the text
+    reader the other way round. The rule before required both labels at once: no ranking could
+    pass such a draw, whatever it knew."""
+    from behaviortrace.checklist import fluency_control
+    from behaviortrace.checklist._base import CAUSAL, REFERENCE
+    from behaviortrace.checklist._common import in_view
+
+    ev, flag, norm = _causal_draw(lambda flag, effect: effect, agree=0.5)
+    _surface_is_the_flag(monkeypatch, flag, norm)
+    cause = fluency_control.evaluate_seed("cause", ev, seed=0)
+    assert in_view(cause, CAUSAL)["status"] == "pass", in_view(cause, CAUSAL)["why"]
+    assert in_view(cause, REFERENCE)["status"] == "fail"
+    assert in_view(cause, CAUSAL)["margin"] > 0
+    ev, _, _ = _causal_draw(lambda flag, effect: flag + 1e-6 * np.arange(flag.size), agree=0.5)
+    text = fluency_control.evaluate_seed("text", ev, seed=0)
+    assert in_view(text, REFERENCE)["status"] == "pass"
+    assert in_view(text, CAUSAL)["status"] == "fail"
 
 
 def test_a_draw_without_a_mixed_sibling_group_is_invalid_before_the_estimator_is_asked(monkeypatch):
-    """Every sibling shows the behavior (a checkpoint saturated at 100%): no within-group pair
-    exists, so the seed is invalid-setup by the item's own precondition — without asking the
-    estimator, whose constant score (the label reader's, rightly) would otherwise fail it as "ranks
-    nothing"."""
+    """Every sibling shows the behavior and every effect has one sign: no within-group pair exists
+    under either label, so both views are invalid-setup by the item's own precondition — without
+    asking the estimator, whose constant score (the label reader's, rightly) would otherwise fail
+    it as "ranks nothing"."""
     from behaviortrace.checklist import controls, fluency_control
+    from behaviortrace.checklist._base import CAUSAL, REFERENCE
 
     monkeypatch.setattr(controls, "draw_scores", lambda evidence, seed, draw, name: np.zeros(12))
     asked = []
     r = fluency_control.evaluate_seed("oracle", _draw_evidence(np.ones(12, bool), asked), seed=0)
-    assert (r["status"], r["pairs"], asked) == ("invalid-setup", 0, [])
-    assert "no sibling group holds both" in r["why"] and r["behavior_rate"] == 1.0
+    views = r["views"]
+    assert (views[REFERENCE]["status"], views[CAUSAL]["status"], r["pairs"], asked) == (
+        "invalid-setup",
+        "invalid-setup",
+        0,
+        [],
+    )
+    assert "no sibling group holds both" in views[REFERENCE]["why"] and r["behavior_rate"] == 1.0
+    assert "effects of both signs" in views[CAUSAL]["why"]
     # one mixed group: the estimator is asked and judged (the precondition is not a blanket skip)
     mixed = np.r_[np.ones(8, bool), [True, True, False, False]]
     r = fluency_control.evaluate_seed("oracle", _draw_evidence(mixed, asked), seed=0)
     assert (
         asked == ["oracle"]
         and r["pairs"] == 4
-        and r["status"] in ("pass", "fail")
+        and r["views"][REFERENCE]["status"] in ("pass", "fail")
         and r["raw_auc"] == 1.0
     )
 
@@ -296,3 +334,41 @@ def test_a_spread_names_its_units_so_draws_are_never_read_as_seeds():
     assert f["problems"][-1] == "at or below chance on draws [1, 2]"
     f = judge_spread({0: "pass", 2: "pass", 5: "invalid-setup"}, margins, margins)
     assert f["problems"] == ["unusable on seed 5"]
+
+
+def test_an_item_judges_the_gating_view_and_records_every_view_beside_it():
+    """`Item.judge(…, view=…)`: the verdict is the one in the gating view where the item has it
+    (else in the only view it has, and says so), and `views` holds each view's status and line —
+    the other one reported, never gating."""
+    import pytest
+    from behaviortrace.checklist._base import CAUSAL, REFERENCE, Item
+
+    from bt_core.reporting.scorecard import Verdict
+
+    def evaluate(spec, evidence, view):
+        status = "pass" if view == CAUSAL else "fail"
+        return Verdict("toy", "est", status, f"{view} rule", short=f"{view} line")
+
+    both = Item("toy", "a toy", "estimator", evaluate, views=(CAUSAL, REFERENCE))
+    v = both.judge(None, None, view=CAUSAL)
+    assert (v.status, v.view, v.short) == ("pass", CAUSAL, "causal line")
+    assert v.views == {
+        CAUSAL: {"status": "pass", "short": "causal line"},
+        REFERENCE: {"status": "fail", "short": "reference line"},
+    }
+    v = both.judge(None, None, view=REFERENCE)
+    assert (v.status, v.view) == ("fail", REFERENCE)
+    # an item with one view is called as before views existed: evaluate(spec, evidence)
+    one = Item(
+        "toy",
+        "a toy",
+        "estimator",
+        lambda spec, ev: evaluate(spec, ev, REFERENCE),
+        views=(REFERENCE,),
+    )
+    v = one.judge(None, None, view=CAUSAL)
+    assert (v.status, v.view, list(v.views)) == ("fail", REFERENCE, [REFERENCE])
+    with pytest.raises(ValueError, match="view='planted'"):
+        both.judge(None, None, view="planted")
+    with pytest.raises(ValueError, match="views=.*must be taken from"):
+        Item("toy", "a toy", "estimator", evaluate, views=("planted",))

@@ -177,7 +177,7 @@ def test_magnitude_controls_bootstrap_is_kept_and_the_verdict_is_identical(
 ):
     """The controls', the surface baseline's and the ceiling's resampled precision are computed in
     the first session and read back in the second; the judged estimator's own are computed in both;
-    the item's figures are identical."""
+    the item's figures are identical (the reference view's; the causal view reads the replays)."""
     from bt_core.attribution.catalog import get
     from bt_core.attribution.evidence import Evidence
     from checklist import magnitude_control
@@ -188,12 +188,12 @@ def test_magnitude_controls_bootstrap_is_kept_and_the_verdict_is_identical(
     two = Evidence({0: smoke_artifacts[0]}, "smoke", store=store)
     bare = Evidence({0: smoke_artifacts[0]}, "smoke")
     try:
-        f1 = magnitude_control.evaluate_seed(spec, one, 0)
+        f1 = magnitude_control.reference_seed(spec, one, 0)
         assert one.kept and set(one.kept.values()) == {"computed"}
-        f2 = magnitude_control.evaluate_seed(spec, two, 0)
+        f2 = magnitude_control.reference_seed(spec, two, 0)
         assert two.kept.keys() == one.kept.keys() and set(two.kept.values()) == {"kept"}
         assert not any("estimator" in k for k, _ in two.kept)  # the judged one is never kept
-        f0 = magnitude_control.evaluate_seed(spec, bare, 0)
+        f0 = magnitude_control.reference_seed(spec, bare, 0)
         assert repr(f1) == repr(f2) == repr(f0)
     finally:
         for ev in (one, two, bare):

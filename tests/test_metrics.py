@@ -171,3 +171,16 @@ def test_subset_sums_keep_tied_predictions_tied():
     perm = rng.permutation(scores.size)
     assert np.array_equal(subset_sums(x[:, perm], scores[perm]), sums)
     assert subset_sums(x[:1], scores)[0] == pytest.approx(0.1 * 500, rel=1e-15)
+
+
+def test_within_group_ranks_keep_each_group_s_order_and_drop_its_scale():
+    """Scaled ranks per group (ties averaged, a lone member at 0.5): a group scored a thousand times
+    larger gets the same ranks as the same order at scale 1."""
+    import numpy as np
+
+    from bt_core.metrics import within_group_ranks
+
+    g = np.array([0, 0, 0, 1, 1, 1, 2, 3, 3])
+    x = np.array([3.0, 1.0, 2.0, 3000.0, 1000.0, 2000.0, 7.0, 5.0, 5.0])
+    r = within_group_ranks(x, g)
+    assert np.allclose(r, [1.0, 0.0, 0.5, 1.0, 0.0, 0.5, 0.5, 0.5, 0.5])

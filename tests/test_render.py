@@ -417,6 +417,7 @@ def test_a_scorecard_judged_on_the_smoke_fixtures_renders(smoke_evidence, tmp_pa
         {
             "scale": "smoke",
             "seeds": ev.seeds,
+            "gate_view": "causal",
             "baselines": base,
             "presentation": present_controls(base),
         }
@@ -443,6 +444,18 @@ def test_a_scorecard_judged_on_the_smoke_fixtures_renders(smoke_evidence, tmp_pa
     # its own lift row
     assert any(line.startswith("plugin_advantage") for line in text.splitlines())
     assert "plugin_advantage (method)" in text  # and its why per item
+    # issue 48: each verdict names its view, and the other view's status is shown beside it
+    for r in recs:
+        item = next(i for i in ESTIMATOR_ITEMS if i.name == r["item"])
+        assert r["view"] == item.view_for("causal") and set(r["views"]) == set(item.views)
+        assert r["views"][r["view"]]["status"] == r["status"]
+    assert "Gating view: causal" in " ".join(text.split())
+    assert "counterfactual" in text and "(causal)" in text and "(reference)" in text
+    others = [(w, v["status"]) for r in recs for w, v in r["views"].items() if w != r["view"]]
+    assert others and all(f"{w[:3]} {st.upper()}" in text for w, st in others)
+    md = out["markdown"].read_text()
+    assert "magnitude_control (causal)" in md and "· reference view: " in md
+    assert "causal view</span></th>" in out["html"].read_text()
 
 
 def test_a_session_of_controls_alone_says_no_method_was_run(tmp_path):

@@ -33,6 +33,21 @@ def settings_difference(now: dict, base: dict) -> str | None:
 
 
 def _run_difference(baseline: dict, run: dict) -> str | None:
+    view = run.get("gate_view")
+    if view is not None and "gate_view" not in baseline:
+        return (
+            "the baseline was written before the items had views (issue 48): its draw items "
+            "required the planted labels and the causal label at once and its stream items judged "
+            f"the planted labels, where this version judges each view on its own and gates on the "
+            f"{view} view; its statuses and headlines are not comparable. Write a new baseline "
+            "with this version (--scorecard=PATH)"
+        )
+    if view is not None and baseline["gate_view"] != view:
+        return (
+            f"the baseline gated on the {baseline['gate_view']} view and this session on the "
+            f"{view} view; its verdicts judge other truth. Rerun with --gate-view "
+            f"{baseline['gate_view']}, or write a new baseline"
+        )
     for key, what, why in (
         ("scale", "scale", ""),
         (
@@ -62,9 +77,9 @@ def baseline_refusal(
 ) -> str | None:
     """Why `baseline` cannot be compared with this session, or None.
 
-    run: {"scale", "config_hash", "seeds"} of the session; estimators: [{"name", "origin",
-    "params"}] of each selected estimator; compare_as: {name: baseline estimator name} given
-    explicitly."""
+    run: {"scale", "config_hash", "seeds", "gate_view"} of the session; estimators: [{"name",
+    "origin", "params"}] of each selected estimator; compare_as: {name: baseline estimator name}
+    given explicitly."""
     why = _run_difference(baseline, run)
     if why:
         return why

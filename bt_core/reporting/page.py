@@ -61,7 +61,7 @@ letter-spacing:.02em}
 td.st-pass{background:var(--pass-bg)}td.st-fail{background:var(--fail-bg)}td.st-invalid{background:var(--inv-bg)}
 td.st-error{background:var(--err-bg)}
 table.grid td.cell{width:170px;position:relative}table.grid .why{display:block;font-size:12px;\
-color:#333}
+color:#333}table.grid .view{display:block;font-size:11px;color:var(--mute);margin-top:2px}
 .rulechip{display:inline-block;margin-left:4px;border-radius:10px;padding:0 6px;font-size:10px;\
 font-weight:700;
 border:1.5px solid var(--mute);color:var(--mute);background:#fff}\
@@ -142,15 +142,35 @@ def _cell(rec: dict | None) -> str:
     return (
         f'<td class="cell {STATUS_CLASS.get(st, "")}" '
         f'title="{title}"><details><summary>{_chip(st)}{ruled}'
-        f'<span class="why">{escape(summary.short(rec))}</span></summary><div class="full">'
+        f'<span class="why">{escape(summary.short(rec))}</span>{_other_views(rec)}</summary>'
+        '<div class="full">'
         f"<b>{escape(rec['item'])} × {escape(rec['estimator'])}</b> — {escape(st.upper())}{held}"
         f"{_reason_html(rec.get('reason', ''))}</div></details></td>"
     )
 
 
+def _other_views(rec: dict) -> str:
+    """The record's other views' statuses, beside its verdict (they never gate)."""
+    return "".join(
+        f'<span class="view">{escape(w)} view <span class="rulechip {STATUS_CLASS.get(st, "")}">'
+        f"{escape(st.upper())}</span></span>"
+        for w, st in summary.other_views(rec)
+    )
+
+
 def verdict_grid(data: dict) -> str:
     g, its = summary.grid(data), summary.items(data)
-    head = "<tr><th>estimator</th>" + "".join(f"<th>{escape(i)}</th>" for i in its) + "</tr>"
+    head = (
+        "<tr><th>estimator</th>"
+        + "".join(
+            f"<th>{escape(i)}<br><span class=meta>{escape(summary.item_view(data, i))} view"
+            "</span></th>"
+            if summary.item_view(data, i)
+            else f"<th>{escape(i)}</th>"
+            for i in its
+        )
+        + "</tr>"
+    )
     rows, last = [], None
     for name, role in summary.estimators(data):
         if role != last:

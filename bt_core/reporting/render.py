@@ -81,10 +81,18 @@ def terminal_grid(data: dict) -> list[str]:
     rows = []
     for name, role in summary.estimators(data):
         first = next(g[(name, i)] for i in its if (name, i) in g)
-        rows.append(
-            [_name(first), role] + [cell_code(g[(name, i)]) if (name, i) in g else "—" for i in its]
-        )
-    return fit(["estimator", "role", *[i.replace("_", "\n") for i in its]], rows, fixed=2)
+        rows.append([_name(first), role] + [_grid_cell(g.get((name, i))) for i in its])
+    heads = [summary.item_heading(data, i, "\n").replace("_", "\n") for i in its]
+    return fit(["estimator", "role", *heads], rows, fixed=2)
+
+
+def _grid_cell(rec: dict | None) -> str:
+    """A terminal grid cell: the verdict's code, and on a second line each other view's status
+    ("ref FAIL"), reported beside it."""
+    if rec is None:
+        return "—"
+    others = [f"{w[:3]} {st.upper()}" for w, st in summary.other_views(rec)]
+    return "\n".join([cell_code(rec), *others])
 
 
 GRID_LEGEND = (
@@ -93,6 +101,12 @@ GRID_LEGEND = (
     "or returned scores that cannot be ranked; DECLINED = it declined the problem; after a colon, "
     "what the item's own rule gives; [reads labels] = validation only, never a method (it fails "
     "the causal items by design: the planted labels are not the replayed truth)."
+)
+
+
+VIEW_LEGEND = (
+    " Under an item's name, the view its verdict is judged in; a cell's second line is the other "
+    "view's verdict (ref = reference, cau = causal), reported beside it and never gating."
 )
 
 
@@ -146,7 +160,8 @@ def render_terminal(data: dict) -> str:
             fixed=1,
         )
     if summary.estimator_records(data):
-        parts += terminal_grid(data) + ["\n".join(textwrap.wrap(GRID_LEGEND, TERMINAL_WIDTH))]
+        legend = GRID_LEGEND + (VIEW_LEGEND if data.get("gate_view") else "")
+        parts += terminal_grid(data) + ["\n".join(textwrap.wrap(legend, TERMINAL_WIDTH))]
         parts += ["best method per item\n" + "\n\n".join(best_lines(data))]
         lines = why_lines(data)
         if lines:

@@ -105,6 +105,10 @@ class Verdict:
     # the deciding comparison per seed (see `Verdict`)
     margin: dict[str, Any] = field(default_factory=dict)
     presentation: dict[str, Any] = field(default_factory=dict)  # its rows (`reporting.present`)
+    # estimator items: the view the verdict is judged in ("causal" or "reference"; "" for setup
+    # items), and every view's {"status", "short"} (`behaviortrace.checklist._base.Item.judge`)
+    view: str = ""
+    views: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -50,6 +50,44 @@ def items(data: dict) -> list[str]:
     return list(dict.fromkeys(r["item"] for r in estimator_records(data)))
 
 
+def item_view(data: dict, item: str) -> str:
+    """The view `item`'s verdicts are judged in ("causal" or "reference"; "" in a scorecard written
+    before items had views)."""
+    return next((r.get("view", "") for r in estimator_records(data) if r["item"] == item), "")
+
+
+def item_heading(data: dict, item: str, sep: str = " ") -> str:
+    """An item's column heading: its name and the view it is judged in ("fluency_control
+    (causal)")."""
+    view = item_view(data, item)
+    return f"{item}{sep}({view})" if view else item
+
+
+def other_views(rec: dict) -> list[tuple[str, str]]:
+    """The record's other views as (view, status): reported beside the verdict, never gating."""
+    return [
+        (w, v.get("status", "?"))
+        for w, v in (rec.get("views") or {}).items()
+        if w != rec.get("view")
+    ]
+
+
+def gate_view_line(data: dict) -> str | None:
+    """The sentence that says which view gates (None for a scorecard written before views)."""
+    view = data.get("gate_view")
+    if not view:
+        return None
+    other = "reference" if view == "causal" else "causal"
+    what = {
+        "causal": "the stream replayed with rollouts reweighted, and the draws' causal label",
+        "reference": "the planted labels, as the reference study judged them",
+    }
+    return (
+        f"Gating view: {view} ({what[view]}); the {other} view ({what[other]}) is shown beside "
+        "each verdict that has one and never changes the exit code (--gate-view)."
+    )
+
+
 def role(rec: dict) -> str:
     spec = rec.get("estimator_spec") or {}
     return spec.get("role") or ("validation" if spec.get("reads_labels") else "method")
@@ -165,6 +203,9 @@ def headline(data: dict) -> list[str]:
     lines = [
         f"Setup gates: {len(held)} of {len(setup)} held." if setup else "No setup item was run."
     ]
+    view = gate_view_line(data)
+    if view and n_rec:
+        lines.append(view)
     for r in setup:
         if r["status"] != "pass":
             held_back = (

@@ -38,10 +38,13 @@ def matrix(data: dict, why: bool = False) -> tuple[list[str], list[list[str]]]:
     items = summary.items(data)
     names = {r["estimator"]: label(r) for r in recs}
     cell = {
-        (r["estimator"], r["item"]): status_cell(r) + (f" — {summary.short(r)}" if why else "")
+        (r["estimator"], r["item"]): status_cell(r)
+        + (f" — {summary.short(r)}" if why else "")
+        + "".join(f" · {w} view: {st.upper()}" for w, st in summary.other_views(r))
         for r in recs
     }
-    return ["estimator", "role", *items], [
+    heads = [summary.item_heading(data, i) for i in items]
+    return ["estimator", "role", *heads], [
         [names[e], role] + [cell.get((e, i), "—") for i in items]
         for e, role in summary.estimators(data)
     ]
