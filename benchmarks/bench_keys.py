@@ -59,6 +59,7 @@ from bt_core.pipeline import build_all  # noqa: E402
 from bt_core.reporting.scorecard import NOT_JUDGED, Status  # noqa: E402
 from bt_core.secret_key import KEY_ENV  # noqa: E402
 from checklist import ESTIMATOR_ITEMS  # noqa: E402
+from checklist._base import DEFAULT_VIEW  # noqa: E402
 from checklist.setup import GATING_SETUP_ITEMS, SETUP_ITEMS  # noqa: E402
 
 RUN_PARTS = ("task", "model", "sft", "grpo")
@@ -142,15 +143,16 @@ def _number(x) -> float | None:
 def _per_seed_items(verdicts: dict) -> dict:
     """item → seed → {status, value (the item's headline figure), ci}, from one estimator's
     verdicts."""
-    heads = {i.name: i.headline for i in ESTIMATOR_ITEMS}
+    items = {i.name: i for i in ESTIMATOR_ITEMS}
     out = {}
     for n, v in verdicts.items():
+        head = items[n].headline_for(v.view) if n in items else None
         per = {}
         for s, r in v.figures.get("per_seed", {}).items():
             ci = r.get("ci")
             per[str(s)] = {
                 "status": _seed_status(r),
-                "value": _number(r.get(heads.get(n) or "")),
+                "value": _number(r.get(head or "")),
                 "ci": [_number(c) for c in ci] if isinstance(ci, (list, tuple)) else None,
             }
         out[n] = per
@@ -158,11 +160,16 @@ def _per_seed_items(verdicts: dict) -> dict:
 
 
 def one_build(
-    scale: Scale, seeds: list[int], root: Path, workers: int, estimators: list[str]
+    scale: Scale,
+    seeds: list[int],
+    root: Path,
+    workers: int,
+    estimators: list[str],
+    view: str = DEFAULT_VIEW,
 ) -> dict:
     """Build `scale`'s artifacts cold under `root` (each run draws its key) and evaluate every setup
-    item, then every estimator item for each of `estimators`: the per-build record the table
-    prints."""
+    item, then every estimator item for each of `estimators`, gated on `view` (the other view
+    recorded beside it): the per-build record the table prints."""
     t0 = time.perf_counter()
     arts = build_all(
         ArtifactStore(root),
@@ -180,7 +187,7 @@ def one_build(
         judged = {}
         for e in estimators:
             est = get(e)
-            judged[e] = {i.name: i.evaluate(est, ev) for i in ESTIMATOR_ITEMS}
+            judged[e] = {i.name: i.judge(est, ev, view=view) for i in ESTIMATOR_ITEMS}
     finally:
         ev.close()
     per_seed = {}
@@ -215,6 +222,14 @@ def one_build(
         },
         # each judged seed's status and headline figure (counterfactual: its LDS with the CI)
         "per_seed_items": {e: _per_seed_items(vs) for e, vs in judged.items()},
+        # the view each item was judged in, and every view's status (issue 48)
+        "item_views": {
+            e: {
+                n: {"view": v.view, **{w: x["status"] for w, x in v.views.items()}}
+                for n, v in vs.items()
+            }
+            for e, vs in judged.items()
+        },
         # and each unjudged seed's own reason, to tell the fixture's fault from the item's
         "unjudged_seeds": {
             e: {

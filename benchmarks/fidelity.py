@@ -232,9 +232,10 @@ def p6(c: Card) -> str:
     seeds = [f.get("auc") for f in c.per_seed(GAS, "fluency_control").values()]
     dv = c.per_seed(GAS, "draw_variance")
     draws = [a for f in dv.values() for a in (f.get("auc") or {}).values()]
-    flips = sum(len(f.get("flips") or []) for f in dv.values())
-    # the reference's rule alone (the behavior label), not the causal label it did not have
+    # the reference's rule alone (the behavior label), not the causal label it did not have: the
+    # same under either gating view
     ref = [(f.get("reference_status") or f.get("status") or {}).values() for f in dv.values()]
+    flips = sum(_flips(list(statuses)) for statuses in ref)
     fails = sum(1 for statuses in ref if any(st != "pass" for st in statuses))
     if not seeds:
         return "—"
@@ -242,6 +243,15 @@ def p6(c: Card) -> str:
         f"GAS centred residualized AUC {_rng(seeds)} across seeds, {_rng(draws)} across draws; "
         f"{flips} draw verdict flip(s); the rule fails on a draw of {fails} of {len(dv)} seeds"
     )
+
+
+def _flips(statuses: list[str]) -> int:
+    """How many of a seed's draws differ from the majority verdict (seed_variance.judge_spread's
+    flips)."""
+    if not statuses:
+        return 0
+    majority = max(set(statuses), key=statuses.count)
+    return sum(st != majority for st in statuses)
 
 
 def _mean(values) -> float:

@@ -165,18 +165,27 @@ def residualize(scores: np.ndarray, covariate: np.ndarray, groups: np.ndarray) -
 def within_group_ranks(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Each score's rank within its group scaled to [0, 1] ((rank − 1)/(size − 1), ties averaged;
     0.5 in a group of one): the score's within-group order with its scale removed, so that groups
-    whose scores are a thousand times larger do not dominate a pooled fit (`residualize`)."""
-    from scipy.stats import rankdata
-
+    whose scores are a thousand times larger do not dominate a pooled fit (`residualize`). One sort
+    for all groups."""
     y = np.asarray(scores, float)
-    groups = np.asarray(groups)
-    out = np.full(y.shape, 0.5)
-    _, inv = np.unique(groups, return_inverse=True)
-    for k in range(int(inv.max()) + 1 if inv.size else 0):
-        m = inv == k
-        n = int(m.sum())
-        if n > 1:
-            out[m] = (rankdata(y[m]) - 1.0) / (n - 1)
+    n = y.size
+    if n == 0:
+        return np.zeros(0)
+    _, g = np.unique(np.asarray(groups), return_inverse=True)
+    order = np.lexsort((y, g))  # by group, then by score
+    ys, gs = y[order], g[order]
+    # runs of equal (group, score): ties share the mean of their positions
+    new_run = np.r_[True, (gs[1:] != gs[:-1]) | (ys[1:] != ys[:-1])]
+    run = np.cumsum(new_run) - 1
+    pos = np.arange(n, dtype=float)
+    mean_pos = (np.bincount(run, weights=pos) / np.bincount(run))[run]
+    start = np.r_[0, np.flatnonzero(gs[1:] != gs[:-1]) + 1]
+    size = np.diff(np.r_[start, n])
+    first = np.repeat(start, size).astype(float)
+    span = np.repeat(size, size).astype(float) - 1.0
+    ranked = np.where(span > 0, (mean_pos - first) / np.where(span > 0, span, 1.0), 0.5)
+    out = np.empty(n)
+    out[order] = ranked
     return out
 
 

@@ -36,7 +36,8 @@ class Item:
     """One checklist item: its name, what it checks, and how it is evaluated.
 
     A setup item (`kind="setup"`) is evaluated once per fixture set: ``evaluate(evidence) ->
-    Verdict``.
+    Verdict``. An estimator item with one view (`views`) is evaluated as ``evaluate(spec,
+    evidence)``, one with several as ``evaluate(spec, evidence, view)`` per view (`judge`).
     What its failure does is `gates`: "all" makes every estimator item invalid-setup; "targets"
     makes the items of estimators that read targets invalid-setup (their figures kept, the rule's
     own status quoted); "none" (advisory) quotes it as a caveat in their verdicts. An estimator item
@@ -53,8 +54,9 @@ class Item:
     evaluate: Callable[..., Verdict]
     reference: str = ""  # the reference study's pitfall or finding it guards against (P1 … P6)
     gates: str = "all"  # setup items only: "all" | "targets" | "none" (advisory)
-    # per-seed figure compared against a baseline scorecard (--scorecard-compare)
-    headline: str | None = None
+    # per-seed figure compared against a baseline scorecard (--scorecard-compare); per view where
+    # the item has several ({view: figure})
+    headline: str | dict[str, str] | None = None
     present: Callable[[dict], dict] | None = None  # record → its presentation (tables and figures)
     # estimator items: the views its rule has; with more than one, ``evaluate(spec, evidence,
     # view)`` is called for each (with one, ``evaluate(spec, evidence)``)
@@ -73,6 +75,10 @@ class Item:
             )
         if not self.views or any(v not in VIEWS for v in self.views):
             raise ValueError(f"Item {self.name!r}: views={self.views!r} must be taken from {VIEWS}")
+
+    def headline_for(self, view: str) -> str | None:
+        """The per-seed headline figure of the item's verdict in `view`."""
+        return self.headline.get(view) if isinstance(self.headline, dict) else self.headline
 
     def view_for(self, gating: str) -> str:
         """The view this item's verdict is judged in when `gating` gates: that one where the item

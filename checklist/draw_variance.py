@@ -7,8 +7,9 @@ to judge; the default scale has 5), with the fluency control's per-draw figures 
    causal label (each sibling's one-step effect), the reference view on the reference's behavior
    flag (`fluency_control` says what each tests and why a text reader passes the second and not the
    first); the two labels are never AND-ed (issue 48);
-2. the spread is judged: the 95% Student-t CI of the across-draw mean margin (residualized AUC −
-   max(0.5, norm-only's residualized AUC), on the view's label) lies above 0;
+2. the spread is judged: the 95% Student-t CI of the across-draw mean margin (fluency_control's
+   margin in the view: residualized AUC − max(0.5, norm-only's residualized AUC) in the reference
+   view, that difference's share of the room up to 1 in the causal view) lies above 0;
 3. no draw sits at or below chance (residualized AUC > 0.5 on every draw, on the view's label).
 
 An invalid-setup draw stays invalid-setup (never fail). Reported: the residualized AUC per draw and
@@ -105,7 +106,9 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence, view: str) -> Verdict:
     shown = (
         spread_short(per_seed, lambda s: f"seed {s} draws"),
         spread_margin(
-            per_seed, "mean fluency-control margin over draws (t 95% CI)", "max(0.5, norm_only)"
+            per_seed,
+            "mean fluency-control margin over draws (t 95% CI)",
+            "max(0.5, norm_only)" if view == REFERENCE else "max(0.5, norm_only), share of room",
         ),
     )
     status = worst_status(judgements)
@@ -136,8 +139,9 @@ def present(rec: dict) -> dict:
     """The AUC of the draws other than 0, as hollow markers beside the estimator's draw-0 AUC in
     fluency_control's figure (where that estimator has a category)."""
     per = pr.per_seed(rec)
+    key = "causal_auc" if rec.get("view") == CAUSAL else "auc"  # the view's label, as in the figure
     extra = {
-        s: [a for d, a in (f.get("auc") or {}).items() if str(d) != "0" and a is not None]
+        s: [a for d, a in (f.get(key) or {}).items() if str(d) != "0" and a is not None]
         for s, f in per.items()
     }
     if not any(extra.values()):

@@ -26,8 +26,9 @@ model's most fluent ones, so fluency alone predicts the label (reference AUC 0.7
 every gradient method). Only signal that survives the fluency control is attribution. A checkpoint
 that is not saturated (sampled behavior rate < 0.8) or has no mixed group cannot test this:
 invalid-setup. The mixed-group check reads only the labels and runs before the estimator is asked,
-so a draw where every sibling shows the behavior is invalid for every estimator alike (a constant
-score is then no defect).
+so a draw where no group mixes either label is invalid for every estimator alike (a constant score
+is then no defect); where only the causal label mixes, the estimator is asked and the reference view
+alone is invalid-setup.
 
 **Two labels, one per view** (issue 21, req. 7; issue 48). The bar below was written, with its
 reasons, before any estimator was scored against the causal label, and is not moved. The causal
@@ -65,10 +66,13 @@ width 0.201 > 0.15: a fluency control that makes the exact ideal fail is measuri
 scale, not a fluency confound. Residualizing its ranks gives 0.990, and the fluency-matched pairs
 (|Δfluency| ≤ 0.10, 99 pairs; no functional form at all) give 1.000. Over that key's 9 draws
 (seeds 0, 2, 5) the linear form ranged 0.736–1.000 and the rank form 0.964–1.000, matched pairs
-0.971–1.000. The within-group AUC itself only reads order, so nothing of what the item asks is lost;
-a rank transform of fluency still fails, on the paired clause (raw AUC beating fluency's own). The
-reference view keeps the reference's linear form on the raw scores, unchanged: the reference's
-GAS scores are cosines, bounded and comparable across groups, where the two forms agree.
+0.971–1.000. The within-group AUC itself only reads order, so the ranks keep what it reads. The
+residualized clause is weaker against one kind of score: one that is mostly a function of fluency
+plus a small signal has ranks that are a nonlinear function of fluency, which the linear fit does
+not remove; such a score, like any monotone transform of fluency, is caught by the paired clause
+(its raw AUC must beat fluency's own), not by this one. The reference view keeps the reference's
+linear form on the raw scores, unchanged: the reference's GAS scores are cosines, bounded and on one
+scale across groups, where a pooled fit is not decided by a few groups (not measured here).
 
 **The causal view's margin** (read by seed_variance and draw_variance): the residualized AUC's share
 of the room between its bar, max(0.5, norm-only's residualized AUC), and a perfect ranking:
@@ -76,8 +80,10 @@ of the room between its bar, max(0.5, norm-only's residualized AUC), and a perfe
 AUC moves from seed to seed with the fixture (0.808, 0.357 and 0.383 on the committed smoke key's
 seeds 0, 2 and 5), so the difference spread with the control, and its 3-seed t-interval held 0 for
 the exact ideal itself ([−0.05, 0.83], AUC 0.990, 0.980, 0.996). In units of the room the ideal's
-margin is near 1 on every seed, and a method's spread is its own (`magnitude_control` says the same
-of its causal margin).
+margin is near 1 on every seed. The unit still moves with the seed's control (a drop of 0.05 AUC is
+0.26 of the room at a bar of 0.808 and 0.10 at 0.5), and below the bar the share is unbounded: it
+removes the control's level from the spread, not its effect on the scale. NaN where the bar is 1
+(no room): seed_variance then does not judge the spread (invalid-setup).
 
 Reported beside it, not judged: each method's within-group Spearman ρ with the effect itself (mean
 over groups, cluster-bootstrap CI), the surface baseline's causal AUC, and the causal label's
@@ -113,9 +119,10 @@ from ._common import seed_verdict
 NAME = "fluency_control"
 TITLE = (
     "survives the fluency control (residualized within-group AUC) and beats fluency's own "
-    "AUC, against the behavior label and the causal label"
+    "AUC, on the causal label (causal view) or the behavior label (reference view)"
 )
 HEADLINE = "auc"  # figure compared against a baseline scorecard (--scorecard-compare)
+HEADLINES = {CAUSAL: "causal_auc", REFERENCE: HEADLINE}  # the headline figure per view
 CI_LOWER = 0.5  # CI lower bound must exceed this
 CI_MAX_WIDTH = 0.15  # and the CI must be at most this wide
 CALIPER = 0.10  # nats: fluency-matched pairs
@@ -327,7 +334,7 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence, view: str = CAUSAL) -> Ver
         evaluate_seed,
         spec,
         evidence,
-        headline={CAUSAL: "causal_auc", REFERENCE: HEADLINE},
+        headline=HEADLINES,
         margin=MARGIN,
         view=view,
         extra={
@@ -341,62 +348,83 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence, view: str = CAUSAL) -> Ver
 
 FIGURE = "auc"  # the figure's key: draw_variance adds each estimator's other draws to it
 CAPTION = (
-    "Filled markers: an estimator's AUC for behavior vs non-behavior siblings of the same prompt, "
+    "Filled markers: an estimator's within-group AUC on {label} (siblings of the same prompt), "
     "after removing what fluency explains, on draw 0 of each seed (colour and shape = seed), with "
     "its 95% cluster-bootstrap CI; hollow circles: the same on the other draws. The grey band "
-    "holds the norm-only control and the surface baseline (on draws it is the behavior label "
-    "itself, so nothing beats it against that label; the causal label's AUCs are in the table). "
-    "Dashed: 0.5, no better than a coin within a group; a pass needs the CI above it."
+    "holds the norm-only control and the surface baseline{surface}. Dashed: 0.5, no better than "
+    "a coin within a group; a pass needs the CI above it. The {other} view's figures are in the "
+    "table."
 )
+CAPTION_PARTS = {
+    CAUSAL: {
+        "label": "the causal label (each sibling's one-step effect)",
+        "surface": " (the reply's text, which a pass must beat by the paired rule)",
+        "other": "reference",
+    },
+    REFERENCE: {
+        "label": "the behavior label",
+        "surface": " (on draws it is the behavior label itself, so nothing beats it there)",
+        "other": "causal",
+    },
+}
 REFERENCES = (
     ("control_auc", f"control: {CONTROL}", f"{CONTROL} (control)"),  # figure, table, plot
-    ("surface_auc", "surface baseline (the behavior label)", "surface (the label)"),
+    ("surface_auc", "surface baseline (the behavior text)", "surface baseline"),
 )
 
 
-def _with_causal(f: dict, ref: str, causal) -> str:
-    """A table cell: the reference label's figure, then the causal label's (`f[CAUSAL]`) if any."""
-    c = f.get(CAUSAL)
-    return f"{ref} · causal {causal(c)}" if isinstance(c, dict) else ref
+def _label_figures(f: dict, view: str) -> tuple[dict, dict | None]:
+    """(the figures of the view's label, the other label's) of one seed's record."""
+    c = f.get(CAUSAL) if isinstance(f.get(CAUSAL), dict) else None
+    if view == CAUSAL and c is not None:
+        return c, f
+    return f, c
+
+
+def _cell(f: dict, view: str, show) -> str:
+    """A table cell: the view's label's figure, then the other label's, named."""
+    mine, other = _label_figures(f, view)
+    if other is None:
+        return show(mine)
+    name = "behavior label" if view == CAUSAL else "causal"
+    return f"{show(mine)} · {name} {show(other)}"
 
 
 def present(rec: dict) -> dict:
-    """The estimator's residualized AUC [CI] per seed (draw 0) — a row of the AUC table, a figure
-    category — with the draw control's and the surface baseline's AUC as the shared rows."""
+    """The estimator's residualized AUC [CI] per seed (draw 0) on the label of the view its verdict
+    is judged in — a row of the AUC table, a figure category — with the other label's beside it in
+    the table, and the draw control's and the surface baseline's AUC as the shared rows."""
     per = pr.per_seed(rec)
     if not per:
         return {}
+    view = rec.get("view") or REFERENCE
     seeds = list(per)
-    auc = {s: (per[s].get("auc"), per[s].get("ci_lo"), per[s].get("ci_hi")) for s in seeds}
+    lab = {s: _label_figures(per[s], view)[0] for s in seeds}
+    auc = {s: (lab[s].get("auc"), lab[s].get("ci_lo"), lab[s].get("ci_hi")) for s in seeds}
     ci = lambda c: pr.ci_cell(c.get("auc"), c.get("ci_lo"), c.get("ci_hi"))  # noqa: E731
-    row = [pr.estimator_label(rec), *(_with_causal(per[s], pr.ci_cell(*auc[s]), ci) for s in seeds)]
+    row = [pr.estimator_label(rec), *(_cell(per[s], view, ci) for s in seeds)]
     shared = [
-        [
-            shown,
-            *(
-                _with_causal(
-                    per[s], pr.cell(per[s].get(key)), lambda c, key=key: pr.cell(c.get(key))
-                )
-                for s in seeds
-            ),
-        ]
+        [shown, *(_cell(per[s], view, lambda c, key=key: pr.cell(c.get(key))) for s in seeds)]
         for key, shown, _ in REFERENCES
     ]
     dot = pr.dot_row(rec["estimator"], [{s: pr.point(*a) for s, a in auc.items()}])
     bands = [
-        pr.dot_row(name, [{s: pr.point(per[s].get(key)) for s in seeds}], band=True)
+        pr.dot_row(name, [{s: pr.point(lab[s].get(key)) for s in seeds}], band=True)
         for key, _, name in REFERENCES
     ]
-    title = "Fluency-residualized within-group AUC (draw 0, saturated checkpoint)"
-    columns = pr.seed_columns("fluency-residualized AUC [95% CI] · vs the causal label", seeds)
-    axis = pr.axis("residualized within-group AUC", lines=[pr.line(0.5)])
+    parts = CAPTION_PARTS[view if view in CAPTION_PARTS else REFERENCE]
+    on = "the causal label" if view == CAUSAL else "the behavior label"
+    title = f"Fluency-residualized within-group AUC on {on} (draw 0, saturated checkpoint)"
+    other = "behavior label" if view == CAUSAL else "causal label"
+    columns = pr.seed_columns(f"fluency-residualized AUC [95% CI] · on the {other}", seeds)
+    axis = pr.axis(f"residualized within-group AUC on {on}", lines=[pr.line(0.5)])
     return pr.presentation(
         pr.table("auc", "auc", title, columns, [row], shared, terminal=False),
         pr.dots(
             FIGURE,
             "auc",
-            "Fluency-residualized within-group AUC",
-            CAPTION,
+            f"Fluency-residualized within-group AUC on {on}",
+            CAPTION.format(**parts),
             [axis],
             [dot],
             bands,
@@ -412,7 +440,7 @@ ITEM = Item(
     "estimator",
     evaluate,
     reference="P5",
-    headline=HEADLINE,
+    headline=HEADLINES,
     present=present,
     views=(CAUSAL, REFERENCE),
 )

@@ -15,7 +15,10 @@ LDS difference: the controls' LDS moves from seed to seed (−0.36 to 0.55 on on
 the ceiling's stays at 1.0, so the raw difference spreads with the fixture, not the method, and its
 3-seed t-interval held 0 for the exact ideal itself ([−0.12, 1.56] on a smoke build where it beat
 every control on every seed by paired CI). In units of the room, the ideal's margin is 1 on every
-seed by construction, and another method's spread is its own.
+seed by construction where the controls leave room and the ceiling exists; the unit still moves
+with the seed's strongest control, so it removes that control's level from the spread, not its
+effect on the scale. A seed without room or ceiling has a NaN margin, and seed_variance does not
+judge the spread there (invalid-setup).
 
 **The reference view** (the planted labels; the rule the reference's P1 asked, kept unchanged).
 Rule, on every seed, on the real training rollouts scored against the planted GT: the estimator's
@@ -86,10 +89,11 @@ from ._memo import memo
 
 NAME = "magnitude_control"
 TITLE = (
-    "beats every target-free control (advantage, signed and unsigned gradient size, reply text) "
-    "at both levels"
+    "beats every target-free control (advantage, signed and unsigned gradient size, reply text): "
+    "on the replayed truth (causal view), or at both levels on the planted labels (reference)"
 )
 HEADLINE = "lift"  # figure compared against a baseline scorecard (--scorecard-compare)
+HEADLINES = {CAUSAL: "causal_lds", REFERENCE: HEADLINE}  # the headline figure per view
 N_BOOT = 10_000  # paired cluster-bootstrap resamples (see the module docstring)
 _PACKAGE = Path(__file__).resolve().parent  # the checklist's source, in the kept arrays' key
 ALPHA = 0.05  # two-sided; the CI's lower bound of (estimator − control) must exceed 0
@@ -236,7 +240,7 @@ def _causal_view(spec: EstimatorSpec, evidence: Evidence, seed: int) -> dict:
             "chance_margin": float("nan"),
         }
     lost = [n for n, v in vs.items() if not v["ci"][0] > 0]
-    best = max(c["baselines_lds"][n] for n in vs)  # the strongest control's LDS
+    best = float(np.nanmax([c["baselines_lds"][n] for n in vs]))  # the strongest control's LDS
     room = c["ceiling"] - best
     return {
         **entry,
@@ -289,7 +293,7 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence, view: str = CAUSAL) -> Ver
         evaluate_seed,
         spec,
         evidence,
-        headline={CAUSAL: "causal_lds", REFERENCE: HEADLINE},
+        headline=HEADLINES,
         margin={CAUSAL: counterfactual.MARGIN, REFERENCE: MARGIN}[view],
         view=view,
         extra={
@@ -304,19 +308,21 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence, view: str = CAUSAL) -> Ver
 
 LIFT = "lift: precision@|GT| ÷ chance"
 LIFT_CAPTION = (
-    "Each marker is one seed (colour and shape = seed) of an estimator's precision among its top "
-    "|GT| rollouts divided by chance, at rollout level (left) and step level (right). The grey "
-    "band holds the target-free controls and the surface baseline that decide magnitude_control: a "
-    "method passes only where it sits above every one of them on every seed (the paired CI "
-    "decides; see the margin figure). Dashed: chance (1×); dotted, in the seed's colour: that "
-    "seed's ceiling."
+    "The planted labels' view (reference). Each marker is one seed (colour and shape = seed) of an "
+    "estimator's precision among its top |GT| rollouts divided by chance, at rollout level (left) "
+    "and step level (right). The grey band holds the target-free controls and the surface baseline "
+    "that decide magnitude_control in the reference view: a method passes it only where it sits "
+    "above every one of them on every seed (the paired CI decides). In the causal view the same "
+    "controls are compared on the replayed truth instead: the LDS figure. Dashed: chance (1×); "
+    "dotted, in the seed's colour: that seed's ceiling."
 )
 SECTION = {"title": "Lift beside the controls"}
 SURFACE_NOTE = (
     "The surface baseline reads only the reply text and the advantage: 1 if the reply contains the "
     "behavior token × sign(A); on draws it is the behavior flag, i.e. the label. A method that "
     "does not beat it on the stream has not shown more than text matching of the rewarded behavior "
-    "and fails magnitude_control; on draws it is the label and is only reported."
+    "and fails magnitude_control (in either view: on the planted labels or on the replayed truth); "
+    "on draws it is the behavior label, beaten only on the causal label."
 )
 
 
@@ -425,7 +431,7 @@ ITEM = Item(
     "estimator",
     evaluate,
     reference="P1",
-    headline=HEADLINE,
+    headline=HEADLINES,
     present=present,
     views=(CAUSAL, REFERENCE),
 )

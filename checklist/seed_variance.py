@@ -3,8 +3,9 @@
 Rule (≥ 3 training seeds; the default scale has 5), for each per-seed item — magnitude control,
 fluency control, headroom — that has a form in the view judged (issue 48: the causal view spreads
 the causal forms, the reference view the planted-label forms; headroom has only the latter so far),
-whose per-seed figures carry a ``margin`` (headline figure − the item's bar: > 0 clears it) and a
-``chance_margin`` (figure − its chance level):
+whose per-seed figures carry a ``margin`` (> 0 clears the item's bar: in the reference view the
+headline figure − the bar, in the causal view the share of the room above the bar that the method
+takes, see each item) and a ``chance_margin`` (figure − its chance level):
 
 1. the item's per-seed verdict holds on every seed;
 2. the spread is judged, not only the verdicts: the 95% Student-t CI of the across-seed mean margin
@@ -13,10 +14,11 @@ whose per-seed figures carry a ``margin`` (headline figure − the item's bar: >
 3. no seed sits at or below chance (chance_margin > 0 on every seed).
 
 A seed whose evidence is unusable for an item (invalid-setup) stays invalid-setup: the item's spread
-is not judged and the verdict is invalid-setup, never fail. Reported: each item's margin per seed,
-its mean and CI, min, max and SD, and the flips (seeds whose verdict differs from the majority) —
-within-run intervals understate the uncertainty: after fluency residualization GAS gave
-0.486/0.624/0.629 across seeds in the reference, and verdicts flipped.
+is not judged and the verdict is invalid-setup, never fail; so does a seed that holds but has no
+margin (NaN: no room above its control, or no ceiling to measure the room against). Reported: each
+item's margin per seed, its mean and CI, min, max and SD, and the flips (seeds whose verdict
+differs from the majority) — within-run intervals understate the uncertainty: after fluency
+residualization GAS gave 0.486/0.624/0.629 across seeds in the reference, and verdicts flipped.
 """
 
 from __future__ import annotations
@@ -68,6 +70,17 @@ def judge_spread(statuses: dict, margins: dict, chance_margins: dict, unit: str 
         }
     problems = []
     bad = [u for u, st in statuses.items() if st != Status.PASS]
+    nan = [u for u, m in margins.items() if not m == m]
+    if nan and not bad:
+        # every verdict holds but a unit has no margin (no room above its control, or no ceiling):
+        # the spread cannot be judged — invalid-setup, never a failure of the method
+        return {
+            **out,
+            "judged": Status.INVALID_SETUP,
+            "problems": [
+                f"no margin on {units(unit, nan)} (no room above the control or no ceiling)"
+            ],
+        }
     if bad:
         problems.append(f"verdict does not hold on {units(unit, bad)}")
     if not lo > 0:

@@ -184,3 +184,28 @@ def test_within_group_ranks_keep_each_group_s_order_and_drop_its_scale():
     x = np.array([3.0, 1.0, 2.0, 3000.0, 1000.0, 2000.0, 7.0, 5.0, 5.0])
     r = within_group_ranks(x, g)
     assert np.allclose(r, [1.0, 0.0, 0.5, 1.0, 0.0, 0.5, 0.5, 0.5, 0.5])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.integers(-3, 3)),  # (group, score): few values, many ties
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_within_group_ranks_equal_each_group_s_own_rankdata(pairs):
+    """The one-sort ranking equals scipy's per-group rankdata (ties averaged), scaled to [0, 1]."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    from bt_core.metrics import within_group_ranks
+
+    g = np.array([p[0] for p in pairs])
+    x = np.array([p[1] for p in pairs], float)
+    want = np.empty(x.size)
+    for k in np.unique(g):
+        m = g == k
+        n = int(m.sum())
+        want[m] = (rankdata(x[m]) - 1.0) / (n - 1) if n > 1 else 0.5
+    assert np.allclose(within_group_ranks(x, g), want)

@@ -84,7 +84,8 @@ def gate_view_line(data: dict) -> str | None:
     }
     return (
         f"Gating view: {view} ({what[view]}); the {other} view ({what[other]}) is shown beside "
-        "each verdict that has one and never changes the exit code (--gate-view)."
+        "each verdict that has one and never changes the exit code (--gate-view). An item with "
+        "one view is judged in it whatever the gate; its heading says which."
     )
 
 
