@@ -113,8 +113,8 @@ def test_each_judged_seed_keeps_its_status_and_headline_figure():
     tool = _tool()
     got = tool._per_seed_items(
         {
-            "counterfactual": SimpleNamespace(figures={"per_seed": per}),
-            "draw_variance": SimpleNamespace(figures={"per_seed": draws}),
+            "counterfactual": SimpleNamespace(figures={"per_seed": per}, view="causal"),
+            "draw_variance": SimpleNamespace(figures={"per_seed": draws}, view="causal"),
         }
     )
     assert got == {
