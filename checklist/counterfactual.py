@@ -391,8 +391,8 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     }
 
 
-def evaluate(spec: EstimatorSpec, evidence: Evidence, view: str = CAUSAL) -> Verdict:
-    """Causal only: the replays are the truth (`view` is always `CAUSAL`)."""
+def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
+    """Causal only (`ITEM.views`): the replays are the truth."""
     return seed_verdict(
         NAME,
         evaluate_seed,

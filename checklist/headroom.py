@@ -171,8 +171,8 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     }
 
 
-def evaluate(spec: EstimatorSpec, evidence: Evidence, view: str = REFERENCE) -> Verdict:
-    """The planted labels' form only, so far (`view` is always `REFERENCE`)."""
+def evaluate(spec: EstimatorSpec, evidence: Evidence) -> Verdict:
+    """The planted labels' form only, so far (`ITEM.views`)."""
     return seed_verdict(
         NAME,
         evaluate_seed,
