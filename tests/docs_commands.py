@@ -110,7 +110,9 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run("pytest benchmarks " + DRY, cwd="root"),
         DEFAULT_SUITE,
     ),
-    f"{INSTALL} && pytest tests": (Elsewhere(".ci/run", "CI's test command, verbatim"),),
+    f"{INSTALL} && pytest tests -n 2 --dist loadfile": (
+        Elsewhere(".ci/run", "CI's test command, verbatim"),
+    ),
     "pytest benchmarks --scale=smoke": (
         dry(),
         Elsewhere(
