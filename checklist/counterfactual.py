@@ -281,6 +281,8 @@ def baseline_figures(evidence: Evidence, seed: int, prefix: str = JUDGED) -> dic
             "boot": boot[: len(BASELINES)],
             "ceiling": top[0],
             "ceiling_ci": list(top[1]),
+            # paired with the baselines' (the same resamples): headroom's room between them
+            "ceiling_boot": boot[-1] if ceil is not None else None,
         }
 
     return memo(evidence, ("lds-baselines", seed, prefix), run)

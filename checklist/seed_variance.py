@@ -1,8 +1,8 @@
 """Checklist item 6a — seed variance (reference finding P6).
 
 Rule (≥ 3 training seeds; the default scale has 5), for each per-seed item — magnitude control,
-fluency control, headroom — that has a form in the view judged (issue 48: the causal view spreads
-the causal forms, the reference view the planted-label forms; headroom has only the latter so far),
+fluency control, headroom — in the view judged (issue 48: the causal view spreads the causal forms,
+the reference view the planted-label forms),
 whose per-seed figures carry a ``margin`` (> 0 clears the item's bar: in the reference view the
 headline figure − the bar, in the causal view the share of the room above the bar that the method
 takes, see each item) and a ``chance_margin`` (figure − its chance level):

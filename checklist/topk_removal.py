@@ -81,6 +81,13 @@ gate nobody can pass. At this k the controls' top-k (A·‖e‖ and A rank the b
 largest update first: 234–240 of 240 are GT) remove as much of the behavior as the best attribution
 on some seed. The module stays as the measured record (its unit tests run it at smoke); a smaller k
 would be measured the same way, with its reasoning written first.
+
+**Not adopted as `headroom`'s causal form either** (issue 48 proposed it: the method's top-k moves
+the behavior beyond random removals by a share of what the ideal's top-k moves). Measured on two
+freshly keyed default builds (2026-12-06; docs/counterfactual.md): the ideal's top-k moves the
+behavior less than the advantage's and signed_norm's on every seed, so a floor holding the controls
+leaves no room, and a floor of random removals alone passes the adversaries that rank the advantage.
+`headroom`'s causal form is the share of the LDS room instead (checklist/headroom.py says why).
 """
 
 from __future__ import annotations

@@ -49,10 +49,10 @@ def test_oracle_passes_every_item(suite, pytester, check_outcomes):
     )
 
 
-def test_in_the_causal_view_the_oracle_passes_only_what_has_no_causal_form(suite, pytester):
+def test_in_the_causal_view_the_oracle_fails_every_item(suite, pytester):
     """The gate's default view judges replayed truth: the planted labels' answer key fails every
-    item that has a causal form (each verdict keeps its reference view's pass beside it), and passes
-    only `headroom`, judged in the reference view until its causal form lands."""
+    estimator item (each has a causal form), and each verdict keeps its reference view's pass beside
+    it (`counterfactual` has no reference form)."""
     res = suite("--estimator=oracle")
     assert res.ret == 1
     card = json.loads((pytester.path / "scorecard.json").read_text())
@@ -60,14 +60,11 @@ def test_in_the_causal_view_the_oracle_passes_only_what_has_no_causal_form(suite
     recs = {r["item"]: r for r in card["records"] if r["estimator"] == "oracle"}
     for item in ESTIMATOR_ITEMS:
         r = recs[item.name]
-        assert r["view"] == item.view_for("causal"), r["view"]
-        if r["view"] == "causal":
-            assert r["status"] == "fail", f"{item.name}: {r['reason']}"
-        else:
-            assert r["status"] == "pass", f"{item.name}: {r['reason']}"
-        if "reference" in r["views"] and item.name != "counterfactual":
+        assert r["view"] == "causal", (item.name, r["view"])
+        assert r["status"] == "fail", f"{item.name}: {r['reason']}"
+        if item.name != "counterfactual":
             assert r["views"]["reference"]["status"] == "pass", (item.name, r["views"])
-    res.stdout.fnmatch_lines(["*FAILED*test_checklist[[]oracle-magnitude_control-causal[]]*"])
+    res.stdout.fnmatch_lines(["*FAILED*test_checklist[[]oracle-headroom-causal[]]*"])
 
 
 def test_compare_fails_on_regression(suite, pytester, check_outcomes):
