@@ -62,6 +62,8 @@ def dry(**kw) -> Run:
 
 
 INSTALL = 'pip install torch==2.13.0 -e ".[dev]"'
+# the README's test command, .ci/run's verbatim: two xdist workers, each test file whole on one
+TEST_COMMAND = f"{INSTALL} && pytest tests -n 2 --dist loadfile"
 CI_INSTALL = Elsewhere(
     ".ci/run", "the same install, on a fresh clone (no network in the test tiers)", INSTALL
 )
@@ -110,9 +112,7 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run("pytest benchmarks " + DRY, cwd="root"),
         DEFAULT_SUITE,
     ),
-    f"{INSTALL} && pytest tests -n 2 --dist loadfile": (
-        Elsewhere(".ci/run", "CI's test command, verbatim"),
-    ),
+    TEST_COMMAND: (Elsewhere(".ci/run", "CI's test command, verbatim"),),
     "pytest benchmarks --scale=smoke": (
         dry(),
         Elsewhere(
