@@ -32,8 +32,9 @@ every seed that has room, by construction; the item then asks whether the room e
 **Why not top-k removal** (issue 48 proposed it: the method's top-k rollouts removed move the
 behavior beyond random removals by a share of what the ideal's top-k moves;
 `checklist/topk_removal.py` holds the measure). Measured on two freshly keyed default builds (k =
-240): the ideal's top-k removal moved the behavior 2.8–4.0 nats where the advantage's moved
-5.7–6.6 and signed_norm's 7.9–9.7 (key A, seeds 0–2; docs/counterfactual.md has both keys). The
+240): the ideal's top-k removal moved the behavior −0.36 to 7.09 nats over ten seeds, less than
+signed_norm's (5.83–12.10) on every one and less than the advantage's on 8 of 10
+(docs/counterfactual.md has the table). The
 rollouts with the largest first-order effects are not the set whose whole removal moves the
 behavior most. So a floor holding the controls leaves no room on any seed measured (judging
 nothing), and a floor of random removals alone is cleared by ranking the advantage, which the
@@ -94,8 +95,8 @@ from ._memo import memo
 
 NAME = "headroom"
 TITLE = (
-    "recovers more than half of the room between chance and the ideal (causal: its top-k removal "
-    "above the controls'; reference: precision inside the trained window, at both levels)"
+    "recovers more than half of the room between chance and the ideal (causal: its LDS above the "
+    "strongest control's; reference: precision inside the trained window, at both levels)"
 )
 # per-seed figure compared against a baseline scorecard (--scorecard-compare), per view
 HEADLINES = {CAUSAL: "room_share", REFERENCE: "precision"}
@@ -238,8 +239,11 @@ def room_figures(controls_lds: dict[str, float], ceiling: float, room_ci_lo: flo
     LDS on the same subsets), the room between them, and ``valid`` iff there is room beyond the
     subsets' resampling: room > 0 and `room_ci_lo` (the 2.5th percentile of the paired bootstrap of
     ceiling − floor) > 0. A NaN ceiling (no ideal) leaves no room."""
-    strongest = max(controls_lds, key=controls_lds.get)
-    best = float(controls_lds[strongest])
+    finite = {n: float(v) for n, v in controls_lds.items() if v == v}
+    if not finite:  # no control was measured: no floor, no room
+        return {"controls_lds": dict(controls_lds), "valid": False, "room": float("nan")}
+    strongest = max(finite, key=finite.get)
+    best = finite[strongest]
     floor = max(0.0, best)
     room = float(ceiling) - floor
     return {
@@ -276,10 +280,13 @@ def causal_room(evidence: Evidence, seed: int) -> dict:
         if ceiling_boot is None:
             return {"valid": False, "why": f"no ideal ({IDEAL}) scores for this seed"}
         names = list(counterfactual.BASELINES)
-        strongest = max(base["lds"], key=base["lds"].get)
+        finite = {n: v for n, v in base["lds"].items() if v == v}
+        if not finite:
+            return {"valid": False, "why": "no control's LDS could be measured on this seed"}
+        strongest = max(finite, key=finite.get)
         floor_boot = (
             base["boot"][names.index(strongest)]
-            if base["lds"][strongest] >= 0
+            if finite[strongest] >= 0
             else np.zeros_like(ceiling_boot)
         )
         lo = percentile_ci(ceiling_boot - floor_boot, counterfactual.ALPHA)[0]
@@ -301,11 +308,19 @@ def causal_seed(spec: EstimatorSpec, evidence: Evidence, seed: int) -> dict:
     not recomputed)."""
     nan = float("nan")
     c = seed_result(counterfactual.NAME, counterfactual.evaluate_seed, spec, evidence, seed)
+    # every return names its own comparisons (none here): the reference's stay in its view
     if c["status"] == Status.INVALID_SETUP or "lds" not in c:
-        return {"status": c["status"], "why": c["why"], "margin": nan, "chance_margin": nan}
+        return {
+            "status": c["status"],
+            "why": c["why"],
+            "margin": nan,
+            "chance_margin": nan,
+            "versus": {},
+        }
     room = causal_room(evidence, seed)
     if not room["valid"]:
         return {
+            "versus": {},
             "room": room,
             "status": Status.INVALID_SETUP,
             "why": room["why"] + " (invalid-setup)",
@@ -314,6 +329,7 @@ def causal_seed(spec: EstimatorSpec, evidence: Evidence, seed: int) -> dict:
         }
     if c["lds"] != c["lds"]:  # a constant prediction: no LDS (counterfactual's own reason)
         return {
+            "versus": {},
             "room": room,
             "status": Status.FAIL,
             "why": c["why"],

@@ -2,10 +2,10 @@
 
 Rule (≥ 3 training seeds; the default scale has 5), for each per-seed item — magnitude control,
 fluency control, headroom — in the view judged (issue 48: the causal view spreads the causal forms,
-the reference view the planted-label forms),
-whose per-seed figures carry a ``margin`` (> 0 clears the item's bar: in the reference view the
-headline figure − the bar, in the causal view the share of the room above the bar that the method
-takes, see each item) and a ``chance_margin`` (figure − its chance level):
+the reference view the planted-label forms), whose per-seed figures carry a ``margin`` (> 0 clears
+the item's bar: in the reference view the headline figure − the bar, in the causal view the share
+of the room above the bar that the method takes, less headroom's SHARE for headroom: see each item)
+and a ``chance_margin`` (figure − its chance level):
 
 1. the item's per-seed verdict holds on every seed;
 2. the spread is judged, not only the verdicts: the 95% Student-t CI of the across-seed mean margin

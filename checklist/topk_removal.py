@@ -85,8 +85,9 @@ would be measured the same way, with its reasoning written first.
 **Not adopted as `headroom`'s causal form either** (issue 48 proposed it: the method's top-k moves
 the behavior beyond random removals by a share of what the ideal's top-k moves). Measured on two
 freshly keyed default builds (2026-12-06; docs/counterfactual.md): the ideal's top-k moves the
-behavior less than the advantage's and signed_norm's on every seed, so a floor holding the controls
-leaves no room, and a floor of random removals alone passes the adversaries that rank the advantage.
+behavior less than signed_norm's on every seed (and the advantage's on 8 of 10), so a floor holding
+the controls leaves no room, and a floor of random removals alone passes the adversaries that rank
+the advantage.
 `headroom`'s causal form is the share of the LDS room instead (checklist/headroom.py says why).
 """
 

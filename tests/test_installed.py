@@ -20,6 +20,9 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+# a test that points a session at the smoke cache and asserts it is warm must have it built
+# first, whatever ran before it (under `-n 2 --dist loadfile` this file can be a worker's first)
+WARM = pytest.mark.usefixtures("smoke_artifacts")
 pytestmark = pytest.mark.train
 
 MY_METHOD = '''
@@ -145,6 +148,7 @@ def test_the_wheel_installs_only_namespaced_packages(scratch, tmp_path):
     assert str(ROOT) not in out and "site-packages" in out  # the wheel's code, not this checkout's
 
 
+@WARM
 def test_check_gates_a_method_from_outside_the_checkout(scratch, author_repo, smoke_cache):
     _, bin_dir, _ = scratch
     common = ["--scale=smoke", f"--bt-cache={smoke_cache}", "--bt-workers=1"]
@@ -175,6 +179,7 @@ def test_check_gates_a_method_from_outside_the_checkout(scratch, author_repo, sm
     assert res.returncode == 4 and "unknown estimator 'no_such_method'" in res.stderr
 
 
+@WARM
 def test_the_default_cache_follows_the_user_across_folders(scratch, tmp_path, smoke_cache):
     """Issue 39: without --bt-cache or $BEHAVIORTRACE_CACHE, `behaviortrace check` reads and builds
     in the per-user cache (the platform's cache directory; here $XDG_CACHE_HOME points at a folder
@@ -213,6 +218,7 @@ def test_the_default_cache_follows_the_user_across_folders(scratch, tmp_path, sm
     assert (log.read_text() if log.exists() else "") == before  # warm: nothing was built
 
 
+@WARM
 def test_plain_pytest_runs_the_installed_suite_through_the_entry_point(
     scratch, author_repo, smoke_cache
 ):
@@ -252,6 +258,7 @@ def test_plain_pytest_runs_the_installed_suite_through_the_entry_point(
     assert not (author_repo / ".bt_cache").exists()
 
 
+@WARM
 def test_the_gate_workflow_runs_in_a_scratch_repository(scratch, author_repo, smoke_cache):
     """.github/workflows/gate-estimator.yml's own steps, the install replaced by the local wheel."""
     _, bin_dir, _ = scratch
@@ -316,6 +323,7 @@ def _clone(dest: Path) -> Path:
     return dest
 
 
+@WARM
 def test_the_readme_command_runs_from_a_clone_while_another_copy_is_installed(
     scratch, tmp_path, smoke_cache
 ):

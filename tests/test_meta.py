@@ -44,8 +44,8 @@ DRAW_ITEMS = ("fluency_control", "draw_variance")
 EXPECTED = {
     # the answer key of the planted GT on the stream; on draws its truth is the behavior flag, the
     # surface baseline itself, which cannot beat itself against the causal label. In the causal view
-    # (the default gate) it fails every causal item: its top-k is k GT rollouts picked by the
-    # tie-break, which take out less of the behavior than the controls' top-k
+    # (the default gate) it fails every causal item: the planted labels predict the replays no
+    # better than the advantage does (its LDS takes none of headroom's room above the controls)
     "oracle": {
         i: "fail" for i in ("magnitude_control", "headroom", *DRAW_ITEMS, "seed_variance")
     },

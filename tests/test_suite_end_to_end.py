@@ -242,6 +242,32 @@ def test_compare_refuses_records_whose_settings_differ():
     assert same["regressions"] == same["refused"] == [] and same["compared"] == 1
 
 
+def test_compare_refuses_a_record_judged_in_another_view():
+    """An item that gained a view since the baseline (headroom: reference, then causal under the
+    same gate) is refused, not compared: its status and headline judge another truth."""
+    from bt_core.reporting.compare import compare
+
+    rec = {
+        "item": "headroom",
+        "estimator": "oracle",
+        "status": "fail",
+        "view": "causal",
+        "figures": {"headline": {"figure": "min room_share over seeds", "value": 0.1}},
+    }
+    base = {
+        **rec,
+        "status": "pass",
+        "view": "reference",
+        "figures": {"headline": {"figure": "min precision over seeds", "value": 0.6}},
+    }
+    out = compare({"records": [rec]}, {"records": [base]}, 0.05)
+    assert out["regressions"] == [] and out["compared"] == 0
+    assert out["refused"] == [
+        "headroom × oracle: cannot compare, judged in the causal view here and in the reference "
+        "view in the baseline (the item's rule changed view since); write a new baseline"
+    ]
+
+
 def test_unrelated_sessions_leave_the_plugin_inert(pytester):
     """Installed, the plugin loads in every pytest session; without a suite option it validates
     nothing."""

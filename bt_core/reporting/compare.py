@@ -143,6 +143,14 @@ def compare(
         if diff:
             refused.append(f"{label}: cannot compare, {diff}")
             continue
+        # nor a verdict judged in another view (an item that gained a view since the baseline)
+        if r.get("view") != b.get("view"):
+            refused.append(
+                f"{label}: cannot compare, judged in the {r.get('view')} view here and in the "
+                f"{b.get('view')} view in the baseline (the item's rule changed view since); "
+                "write a new baseline"
+            )
+            continue
         if not judged(r["status"]) or (r["estimator"] == "setup" and r["status"] != "pass"):
             # not judged now (a failed setup gate, a crash, a declined problem): nothing to
             # compare, and not a regression of the method — the session's exit (not judged) says so
