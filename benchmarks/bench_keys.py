@@ -141,7 +141,8 @@ def _number(x) -> float | None:
 
 
 def _per_seed_items(verdicts: dict) -> dict:
-    """item → seed → {status, value (the item's headline figure), ci}, from one estimator's
+    """item → seed → {status, value (the item's headline figure), ci, and why where the seed did
+    not pass: the cache of a fresh key is gone when the line is read}, from one estimator's
     verdicts."""
     items = {i.name: i for i in ESTIMATOR_ITEMS}
     out = {}
@@ -155,6 +156,8 @@ def _per_seed_items(verdicts: dict) -> dict:
                 "value": _number(r.get(head or "")),
                 "ci": [_number(c) for c in ci] if isinstance(ci, (list, tuple)) else None,
             }
+            if per[str(s)]["status"] != Status.PASS.value and _seed_why(r):
+                per[str(s)]["why"] = _seed_why(r)
         out[n] = per
     return out
 

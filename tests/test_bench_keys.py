@@ -120,9 +120,12 @@ def test_each_judged_seed_keeps_its_status_and_headline_figure():
     assert got == {
         "counterfactual": {
             "0": {"status": "pass", "value": 0.98, "ci": [0.9, 1.0]},
-            "2": {"status": "invalid-setup", "value": None, "ci": None},  # NaN is no JSON
+            # NaN is no JSON; a seed that did not pass keeps why (the fresh key's cache is gone)
+            "2": {"status": "invalid-setup", "value": None, "ci": None, "why": "no replays"},
         },
-        "draw_variance": {"0": {"status": "invalid-setup", "value": None, "ci": None}},
+        "draw_variance": {
+            "0": {"status": "invalid-setup", "value": None, "ci": None, "why": "unusable on [1]"}
+        },
     }
     assert tool._seed_why(draws[0]) == "unusable on [1]"
 
