@@ -233,17 +233,23 @@ def reference_seed(spec: EstimatorSpec, evidence: Evidence, seed: int) -> dict:
     }
 
 
+def strongest_control(controls_lds: dict[str, float]) -> str | None:
+    """The control with the highest LDS, NaNs (a constant prediction) skipped; None if none has
+    one. Its LDS, or chance (0) where it is below 0, is the causal view's floor."""
+    finite = {n: float(v) for n, v in controls_lds.items() if v == v}
+    return max(finite, key=finite.get) if finite else None
+
+
 def room_figures(controls_lds: dict[str, float], ceiling: float, room_ci_lo: float) -> dict:
     """The causal view's setup on one seed's figures: the floor (the strongest target-free
     control's LDS, or chance, LDS 0, where every control is below it), the ceiling (the ideal's
     LDS on the same subsets), the room between them, and ``valid`` iff there is room beyond the
     subsets' resampling: room > 0 and `room_ci_lo` (the 2.5th percentile of the paired bootstrap of
     ceiling − floor) > 0. A NaN ceiling (no ideal) leaves no room."""
-    finite = {n: float(v) for n, v in controls_lds.items() if v == v}
-    if not finite:  # no control was measured: no floor, no room
+    strongest = strongest_control(controls_lds)
+    if strongest is None:  # no control was measured: no floor, no room
         return {"controls_lds": dict(controls_lds), "valid": False, "room": float("nan")}
-    strongest = max(finite, key=finite.get)
-    best = finite[strongest]
+    best = float(controls_lds[strongest])
     floor = max(0.0, best)
     room = float(ceiling) - floor
     return {
@@ -279,14 +285,12 @@ def causal_room(evidence: Evidence, seed: int) -> dict:
         ceiling_boot = base.get("ceiling_boot")
         if ceiling_boot is None:
             return {"valid": False, "why": f"no ideal ({IDEAL}) scores for this seed"}
-        names = list(counterfactual.BASELINES)
-        finite = {n: v for n, v in base["lds"].items() if v == v}
-        if not finite:
+        strongest = strongest_control(base["lds"])
+        if strongest is None:
             return {"valid": False, "why": "no control's LDS could be measured on this seed"}
-        strongest = max(finite, key=finite.get)
-        floor_boot = (
-            base["boot"][names.index(strongest)]
-            if finite[strongest] >= 0
+        floor_boot = (  # paired with the ceiling's: the same resamples (chance: 0 on every one)
+            base["boot"][list(counterfactual.BASELINES).index(strongest)]
+            if base["lds"][strongest] >= 0
             else np.zeros_like(ceiling_boot)
         )
         lo = percentile_ci(ceiling_boot - floor_boot, counterfactual.ALPHA)[0]
