@@ -266,6 +266,9 @@ def _train_one(cfg, root: str, key: str | None = None) -> dict:
         "s_b_final": s["s_b_final"],
         "control_rate_final": s["control_rate_final"],
         "sampled_peak": max(p["sampled_rate"] for p in run.probes),
+        # the sampled behavior rate at every checkpoint: the draws' analysis checkpoint is the first
+        # at or above SATURATION, and a rate near 1 there leaves no mixed sibling group
+        "sampled": {p["step"]: p["sampled_rate"] for p in run.probes},
         "saturation_step": s["saturation_step"],
         "emerged": emergence.emerged(s),
         "after_cutoff": {
