@@ -203,6 +203,9 @@ def one_build(
             "s_b_control_final": f.get("s_b_control_final"),
             "s_b_no_bonus": f.get("s_b_probes_no_bonus"),
             "s_b_final": a.run.summary["s_b_final"],
+            # the greedy s_b at every checkpoint: a failed emergence gate is then read as a run
+            # that never took off, one that faded after the cutoff, or one that emerged late
+            "s_b": {p["step"]: p["s_b"] for p in probes},
             "sampled_peak": max((p["sampled_rate"] for p in probes), default=None),
             # where the draws are sampled, and the rate there: a rate near 1 leaves no sibling
             # group mixed, and fluency_control unjudged

@@ -88,8 +88,8 @@ class Item:
     def judge(self, *args, view: str = DEFAULT_VIEW) -> Verdict:
         """The verdict, with the item's presentation written into it. A setup item:
         ``evaluate(evidence)``. An estimator item: its rule in every view it has; the verdict is
-        the one in `view_for(view)`, and ``views`` records each view's status and short line (the
-        other view is reported beside it, never gating)."""
+        the one in `view_for(view)`, and ``views`` records each view's status, short line and
+        headline figure (the other view is reported beside it, never gating)."""
         if self.kind == "setup":
             v = self.evaluate(*args)
         else:
@@ -103,7 +103,16 @@ class Item:
             )
             v = each[own]
             v.view = own
-            v.views = {w: {"status": str(x.status), "short": x.short} for w, x in each.items()}
+            # each view's headline too, so that --scorecard-compare sees the other view's
+            # regressions (reported beside the gating view's, never gating)
+            v.views = {
+                w: {
+                    "status": str(x.status),
+                    "short": x.short,
+                    "headline": x.figures.get("headline"),
+                }
+                for w, x in each.items()
+            }
         if self.present is not None:
             v.presentation = self.present(clean(asdict(v)))
         return v

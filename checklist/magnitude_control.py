@@ -316,7 +316,9 @@ LIFT_CAPTION = (
     "controls are compared on the replayed truth instead: the LDS figure. Dashed: chance (1×); "
     "dotted, in the seed's colour: that seed's ceiling."
 )
-SECTION = {"title": "Lift beside the controls"}
+# the planted labels' figures: magnitude_control's causal view is drawn by its margin figure and
+# counterfactual's LDS figure (the same replayed truth), so this section names its view
+SECTION = {"title": "Lift beside the controls (planted labels: the reference view)"}
 SURFACE_NOTE = (
     "The surface baseline reads only the reply text and the advantage: 1 if the reply contains the "
     "behavior token × sign(A); on draws it is the behavior flag, i.e. the label. A method that "

@@ -67,6 +67,8 @@ def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
         assert set(x["per_seed"]) == {"0", "2"} and x["set"][0] == "grpo.steps=6"
         for r in x["per_seed"].values():
             assert list(r["s_b"]) == ["0", "3", "6"] and r["s_b_final"] == r["s_b"]["6"]
+            assert list(r["sampled"]) == ["0", "3", "6"]
+            assert r["sampled_peak"] == max(r["sampled"].values())
         assert x["held"] == all(r["emerged"] for r in x["per_seed"].values())
         # no item judged: the same record keys
         assert x["unjudged"] == x["unjudged_seeds"] == x["per_seed_items"] == {}

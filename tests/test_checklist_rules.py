@@ -347,14 +347,25 @@ def test_an_item_judges_the_gating_view_and_records_every_view_beside_it():
 
     def evaluate(spec, evidence, view):
         status = "pass" if view == CAUSAL else "fail"
-        return Verdict("toy", "est", status, f"{view} rule", short=f"{view} line")
+        head = {"figure": f"min {view} over seeds", "value": 0.9 if view == CAUSAL else 0.4}
+        figures = {"headline": head}
+        return Verdict("toy", "est", status, f"{view} rule", figures, short=f"{view} line")
 
     both = Item("toy", "a toy", "estimator", evaluate, views=(CAUSAL, REFERENCE))
     v = both.judge(None, None, view=CAUSAL)
     assert (v.status, v.view, v.short) == ("pass", CAUSAL, "causal line")
+    # each view's headline too: --scorecard-compare reads the other view's from here
     assert v.views == {
-        CAUSAL: {"status": "pass", "short": "causal line"},
-        REFERENCE: {"status": "fail", "short": "reference line"},
+        CAUSAL: {
+            "status": "pass",
+            "short": "causal line",
+            "headline": {"figure": "min causal over seeds", "value": 0.9},
+        },
+        REFERENCE: {
+            "status": "fail",
+            "short": "reference line",
+            "headline": {"figure": "min reference over seeds", "value": 0.4},
+        },
     }
     v = both.judge(None, None, view=REFERENCE)
     assert (v.status, v.view) == ("fail", REFERENCE)
@@ -372,3 +383,36 @@ def test_an_item_judges_the_gating_view_and_records_every_view_beside_it():
         both.judge(None, None, view="planted")
     with pytest.raises(ValueError, match="views=.*must be taken from"):
         Item("toy", "a toy", "estimator", evaluate, views=("planted",))
+
+
+def test_a_failed_draw_says_which_clause_of_the_fluency_control_failed(monkeypatch):
+    """draw_variance's line named the failed draw only ("verdict does not hold on draw 1"): a reader
+    and a campaign whose caches are gone could not tell a CI too wide from a control not beaten. It
+    now carries the draw's own reason, in fluency_control's words."""
+    from behaviortrace.checklist import draw_variance
+
+    def per_draw(name, fn, spec, evidence, draw=0):
+        ok = draw != 1
+        v = {
+            "status": "pass" if ok else "fail",
+            "margin": 0.4 if ok else 0.1,
+            "chance_margin": 0.4,
+            "short": "" if ok else "CI width 0.170 > 0.15",
+        }
+        return {
+            0: {
+                "auc": 0.9,
+                "causal": {"auc": 0.9},
+                "reference_status": "pass",
+                "views": {"causal": v, "reference": v},
+            }
+        }
+
+    monkeypatch.setattr(draw_variance, "seed_results", per_draw)
+    monkeypatch.setattr(draw_variance, "spec_record", lambda spec, evidence: {})
+    ev = SimpleNamespace(artifacts={0: SimpleNamespace(draws=[0, 1, 2])}, seeds=[0])
+    v = draw_variance._evaluate(SimpleNamespace(name="x"), ev, "causal")
+    problems = v.figures["per_seed"][0]["problems"]
+    assert v.status == "fail"
+    assert problems[0] == "verdict does not hold on draw 1"
+    assert "draw 1: CI width 0.170 > 0.15" in problems and "draw 1: CI width" in v.reason

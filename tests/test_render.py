@@ -449,6 +449,8 @@ def test_a_scorecard_judged_on_the_smoke_fixtures_renders(smoke_evidence, tmp_pa
         item = next(i for i in ESTIMATOR_ITEMS if i.name == r["item"])
         assert r["view"] == item.view_for("causal") and set(r["views"]) == set(item.views)
         assert r["views"][r["view"]]["status"] == r["status"]
+        # and its headline, which --scorecard-compare reads in the view that does not gate
+        assert r["views"][r["view"]]["headline"] == r["figures"].get("headline")
     assert "Gating view: causal" in " ".join(text.split())
     # every estimator item has a causal form (headroom's since this stop): each heading names the
     # gating view, none the other

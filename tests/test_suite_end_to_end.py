@@ -268,6 +268,47 @@ def test_compare_refuses_a_record_judged_in_another_view():
     ]
 
 
+def test_compare_reports_the_other_views_regressions_without_gating_on_them():
+    """The view that does not gate is compared too (its status and headline, kept in ``views``):
+    a regression there is reported under its view's name, never among the gating regressions."""
+    from bt_core.reporting.compare import compare
+
+    def rec(status, ref_status, ref_value):
+        head = {"figure": "min auc over seeds", "value": ref_value}
+        return {
+            "item": "fluency_control",
+            "estimator": "cosine",
+            "status": status,
+            "view": "causal",
+            "figures": {"headline": {"figure": "min causal_auc over seeds", "value": 0.7}},
+            "views": {
+                "causal": {"status": status, "headline": {"figure": "x", "value": 0.7}},
+                "reference": {"status": ref_status, "headline": head},
+            },
+        }
+
+    out = compare(
+        {"records": [rec("pass", "fail", 0.5)]}, {"records": [rec("pass", "pass", 0.9)]}, 0.05
+    )
+    assert out["regressions"] == [] and out["compared"] == 1
+    assert out["other_views"] == [
+        "fluency_control × cosine: status pass → fail (in the reference view: reported, not "
+        "gating)",
+        "fluency_control × cosine: min auc over seeds dropped 0.900 → 0.500 (more than 5% of the "
+        "baseline) (in the reference view: reported, not gating)",
+    ]
+    same = compare(
+        {"records": [rec("pass", "pass", 0.9)]}, {"records": [rec("pass", "pass", 0.9)]}, 0.05
+    )
+    assert same["other_views"] == same["regressions"] == []
+    # a gating regression stays one, and the other view's own is still reported beside it
+    both = compare(
+        {"records": [rec("fail", "fail", 0.9)]}, {"records": [rec("pass", "pass", 0.9)]}, 0.05
+    )
+    assert both["regressions"] == ["fluency_control × cosine: status pass → fail"]
+    assert len(both["other_views"]) == 1
+
+
 def test_unrelated_sessions_leave_the_plugin_inert(pytester):
     """Installed, the plugin loads in every pytest session; without a suite option it validates
     nothing."""

@@ -8,7 +8,9 @@ and settings, or of the baseline estimator it was explicitly mapped to (`compare
 
 `compare` then judges record by record. A regression is a status that got worse than the baseline's
 for the same (item, estimator) — pass → fail — or a headline figure that dropped by more than
-`tolerance` × |baseline| (relative). A record not judged now (invalid-setup, error, declined) is not
+`tolerance` × |baseline| (relative). The same comparison in a record's other view (the one that
+does not gate, `views`) is *reported* (`other_views`): a regression there is shown, and never sets
+the exit code. A record not judged now (invalid-setup, error, declined) is not
 compared: it is noted, and the session exits "not judged" for it, never "regression". A record that
 cannot be compared (the baseline lacks its item, its estimator settings differ) is *refused*, never
 passed silently. Baseline records not run now are listed as notes (a session may select fewer
@@ -118,10 +120,11 @@ def compare(
     current: dict, baseline: dict, tolerance: float, compare_as: dict[str, str] | None = None
 ) -> dict:
     """Record-by-record comparison: {"tolerance", "compare_as", "compared" (records compared),
-    "regressions", "refused" (records that could not be compared, with why), "notes"}."""
+    "regressions", "other_views" (the same in each record's view that does not gate: reported,
+    never gating), "refused" (records that could not be compared, with why), "notes"}."""
     compare_as = compare_as or {}
     base = {(r["item"], r["estimator"]): r for r in baseline["records"]}
-    regressions, refused, unjudged, used, compared = [], [], [], set(), 0
+    regressions, other, refused, unjudged, used, compared = [], [], [], [], set(), 0
     for r in current["records"]:
         item, est = r["item"], r["estimator"]
         bkey = (item, compare_as.get(est, est))
@@ -151,13 +154,19 @@ def compare(
                 "write a new baseline"
             )
             continue
+        other += _other_views(label, r, b, tolerance)
         if not judged(r["status"]) or (r["estimator"] == "setup" and r["status"] != "pass"):
             # not judged now (a failed setup gate, a crash, a declined problem): nothing to
             # compare, and not a regression of the method — the session's exit (not judged) says so
             unjudged.append(f"{label}: not judged now ({r['status']}), nothing compared")
             continue
         compared += 1
-        regressions += _regressions(label, r, b, tolerance)
+        regressions += _regressions(
+            label,
+            (r["status"], r.get("figures", {}).get("headline")),
+            (b["status"], b.get("figures", {}).get("headline")),
+            tolerance,
+        )
     names = {k[1] for k in used}  # of the estimators compared: the baseline's records not run now
     notes = unjudged + [
         f"{k[0]} × {k[1]}: in the baseline but not run now"
@@ -169,21 +178,38 @@ def compare(
         "compare_as": dict(compare_as),
         "compared": compared,
         "regressions": regressions,
+        "other_views": other,
         "refused": refused,
         "notes": notes,
     }
 
 
-def _regressions(label: str, r: dict, b: dict, tolerance: float) -> list[str]:
+def _other_views(label: str, r: dict, b: dict, tolerance: float) -> list[str]:
+    """Regressions in the record's views that do not gate (each judged now and held by the
+    baseline's record too), each named by its view: reported, never gating."""
     out = []
-    if RANK[r["status"]] < RANK[b["status"]]:
-        out.append(f"{label}: status {b['status']} → {r['status']}")
-    hb = (b.get("figures", {}).get("headline") or {}).get("value")
-    hc = (r.get("figures", {}).get("headline") or {}).get("value")
-    if hb is not None and hc is not None and hc < hb - tolerance * abs(hb):
-        what = r["figures"]["headline"]["figure"]
+    for w, x in (r.get("views") or {}).items():
+        y = (b.get("views") or {}).get(w)
+        if w == r.get("view") or y is None or not judged(x["status"]):
+            continue
+        lines = _regressions(
+            label, (x["status"], x.get("headline")), (y["status"], y.get("headline")), tolerance
+        )
+        out += [f"{line} (in the {w} view: reported, not gating)" for line in lines]
+    return out
+
+
+def _regressions(label: str, now: tuple, base: tuple, tolerance: float) -> list[str]:
+    """A status that got worse, or a headline ({"figure", "value"}) that dropped by more than
+    `tolerance` × |baseline|: `now` and `base` are (status, headline)."""
+    out = []
+    (sc, hc), (sb, hb) = now, base
+    if RANK[sc] < RANK[sb]:
+        out.append(f"{label}: status {sb} → {sc}")
+    vb, vc = (hb or {}).get("value"), (hc or {}).get("value")
+    if vb is not None and vc is not None and vc < vb - tolerance * abs(vb):
         out.append(
-            f"{label}: {what} dropped {hb:.3f} → {hc:.3f} (more than {tolerance:.0%} of the "
-            "baseline)"
+            f"{label}: {hc['figure']} dropped {vb:.3f} → {vc:.3f} (more than {tolerance:.0%} of "
+            "the baseline)"
         )
     return out

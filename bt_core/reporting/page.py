@@ -390,6 +390,7 @@ def _reasons(data: dict) -> str:
                 f"{cmp['tolerance']}</p><ul>"
             )
             + "".join(f"<li>{escape(x)}</li>" for x in cmp["regressions"] or ["no regression"])
+            + "".join(f"<li>{escape(x)}</li>" for x in cmp.get("other_views") or [])
             + "</ul>"
         )
     return f'<section id="reasons"><h2>Every reason in full</h2>{out}</section>'

@@ -260,7 +260,10 @@ def render_markdown(data: dict) -> str:
             "",
             f"baseline `{cmp['baseline']}`, tolerance {cmp['tolerance']}",
             "",
-        ] + [f"- {x}" for x in cmp["regressions"] or ["no regression"]]
+        ] + [
+            f"- {x}"
+            for x in (cmp["regressions"] or ["no regression"]) + (cmp.get("other_views") or [])
+        ]
     meta = {k: v for k, v in data.items() if k not in NOT_PROVENANCE}
     out += ["", "## Provenance", "", "```json", json.dumps(meta, indent=1), "```", ""]
     return "\n".join(out)
