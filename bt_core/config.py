@@ -500,7 +500,7 @@ def _smoke() -> Scale:
             # implicit_behavior_rate stays 0.15: at 0.25 (to lift seed 2's post-warm-up sampled
             # rate, 0.075, the lowest, whose runs most often never took off) seed 0's greedy s_b was
             # already 0.30 at step 0 on 7 of 7 fresh keys, above emergence.S_B_MIN before any bonus,
-            # and seed 2 emerged no earlier (bench_keys --train-only --versus, issue 46)
+            # and seed 2 emerged about as early (bench_keys --train-only --versus, issue 46)
             sft=SFTConfig(steps=300, batch_size=64, lr=1e-2),
             # lr 2e-3 let the behavior decay after the cutoff on TRL's sampling stream (final s_b
             # 0.1 on 3 seeds).

@@ -451,6 +451,12 @@ def test_a_scorecard_judged_on_the_smoke_fixtures_renders(smoke_evidence, tmp_pa
         assert r["views"][r["view"]]["status"] == r["status"]
         # and its headline, which --scorecard-compare reads in the view that does not gate
         assert r["views"][r["view"]]["headline"] == r["figures"].get("headline")
+    assert any(
+        (v.get("headline") or {}).get("value") is not None
+        for r in recs
+        for w, v in r["views"].items()
+        if w != r["view"]
+    )
     assert "Gating view: causal" in " ".join(text.split())
     # every estimator item has a causal form (headroom's since this stop): each heading names the
     # gating view, none the other

@@ -75,10 +75,16 @@ def test_compare_fails_on_regression(suite, pytester, check_outcomes):
     for r in base["records"]:
         if r["item"] == "magnitude_control":
             r["figures"]["headline"]["value"] *= 2  # pretend the baseline was twice as good
+        if r["item"] == "fluency_control":  # and twice as good in the view that does not gate
+            r["views"]["causal"]["headline"]["value"] *= 2  # (here: the reference view gates)
     (pytester.path / "base.json").write_text(json.dumps(base))
     res = suite("--estimator=oracle", "--scorecard-compare=base.json", *NOT_LDS)
     assert res.ret == EXIT_REGRESSION  # its own code, not an item failure's (tests/test_gate.py)
     res.stdout.fnmatch_lines(["*REGRESSION vs baseline: magnitude_control × oracle*dropped*"])
+    res.stdout.fnmatch_lines(
+        ["*reported vs baseline (not gating): fluency_control × oracle*dropped*causal view*"]
+    )
+    assert "REGRESSION vs baseline: fluency_control" not in res.stdout.str()
     assert json.loads((pytester.path / "scorecard.json").read_text())["comparison"]["regressions"]
 
 
@@ -307,6 +313,28 @@ def test_compare_reports_the_other_views_regressions_without_gating_on_them():
     )
     assert both["regressions"] == ["fluency_control × cosine: status pass → fail"]
     assert len(both["other_views"]) == 1
+    # a record not judged now compares nothing, in either view; nor does a view the baseline did
+    # not judge
+    unjudged = rec("invalid-setup", "fail", 0.5)
+    out = compare({"records": [unjudged]}, {"records": [rec("pass", "pass", 0.9)]}, 0.05)
+    assert out["other_views"] == out["regressions"] == [] and out["compared"] == 0
+    was_unjudged = rec("pass", "invalid-setup", 0.9)
+    out = compare({"records": [rec("pass", "fail", 0.5)]}, {"records": [was_unjudged]}, 0.05)
+    assert out["other_views"] == []
+    # the lines a page shows: no gating regression, then the reported ones, marked as such
+    from bt_core.reporting.compare import listed
+
+    shown = listed(
+        compare(
+            {"records": [rec("pass", "fail", 0.9)]}, {"records": [rec("pass", "pass", 0.9)]}, 0.05
+        )
+    )
+    assert shown == [
+        "no gating regression",
+        "reported, not gating: fluency_control × cosine: status pass → fail (in the reference "
+        "view: reported, not gating)",
+    ]
+    assert listed({"regressions": [], "other_views": []}) == ["no regression"]
 
 
 def test_unrelated_sessions_leave_the_plugin_inert(pytester):

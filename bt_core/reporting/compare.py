@@ -154,13 +154,13 @@ def compare(
                 "write a new baseline"
             )
             continue
-        other += _other_views(label, r, b, tolerance)
         if not judged(r["status"]) or (r["estimator"] == "setup" and r["status"] != "pass"):
             # not judged now (a failed setup gate, a crash, a declined problem): nothing to
             # compare, and not a regression of the method — the session's exit (not judged) says so
             unjudged.append(f"{label}: not judged now ({r['status']}), nothing compared")
             continue
         compared += 1
+        other += _other_views(label, r, b, tolerance)
         regressions += _regressions(
             label,
             (r["status"], r.get("figures", {}).get("headline")),
@@ -185,12 +185,13 @@ def compare(
 
 
 def _other_views(label: str, r: dict, b: dict, tolerance: float) -> list[str]:
-    """Regressions in the record's views that do not gate (each judged now and held by the
-    baseline's record too), each named by its view: reported, never gating."""
+    """Regressions in the record's views that do not gate (each judged now and in the baseline's
+    record), each named by its view: reported, never gating. A baseline written before the views
+    kept their headlines has its statuses compared only."""
     out = []
     for w, x in (r.get("views") or {}).items():
         y = (b.get("views") or {}).get(w)
-        if w == r.get("view") or y is None or not judged(x["status"]):
+        if w == r.get("view") or y is None or not (judged(x["status"]) and judged(y["status"])):
             continue
         lines = _regressions(
             label, (x["status"], x.get("headline")), (y["status"], y.get("headline")), tolerance
@@ -213,3 +214,11 @@ def _regressions(label: str, now: tuple, base: tuple, tolerance: float) -> list[
             "the baseline)"
         )
     return out
+
+
+def listed(cmp: dict) -> list[str]:
+    """A comparison's lines for a page or a report: the gating regressions (else that there is
+    none), then the regressions in the views that do not gate, each marked as reported."""
+    others = cmp.get("other_views") or []
+    none = "no gating regression" if others else "no regression"
+    return (cmp["regressions"] or [none]) + [f"reported, not gating: {x}" for x in others]

@@ -13,7 +13,7 @@ from html import escape
 
 from tabulate import tabulate
 
-from bt_core.reporting import present, summary
+from bt_core.reporting import compare, present, summary
 from bt_core.reporting.margins import MARGIN_INTRO
 
 STATUS_CLASS = {
@@ -389,8 +389,7 @@ def _reasons(data: dict) -> str:
                 f"<code>{escape(str(cmp['baseline']))}</code>, tolerance "
                 f"{cmp['tolerance']}</p><ul>"
             )
-            + "".join(f"<li>{escape(x)}</li>" for x in cmp["regressions"] or ["no regression"])
-            + "".join(f"<li>{escape(x)}</li>" for x in cmp.get("other_views") or [])
+            + "".join(f"<li>{escape(x)}</li>" for x in compare.listed(cmp))
             + "</ul>"
         )
     return f'<section id="reasons"><h2>Every reason in full</h2>{out}</section>'

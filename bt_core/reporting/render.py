@@ -13,7 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from bt_core.atomic import write_text_atomic
-from bt_core.reporting import present, summary
+from bt_core.reporting import compare, present, summary
 from bt_core.reporting.page import NOT_PROVENANCE
 from bt_core.reporting.scorecard import load
 from bt_core.reporting.tables import (  # noqa: F401 — re-exported: the tables' long-standing home
@@ -260,10 +260,7 @@ def render_markdown(data: dict) -> str:
             "",
             f"baseline `{cmp['baseline']}`, tolerance {cmp['tolerance']}",
             "",
-        ] + [
-            f"- {x}"
-            for x in (cmp["regressions"] or ["no regression"]) + (cmp.get("other_views") or [])
-        ]
+        ] + [f"- {x}" for x in compare.listed(cmp)]
     meta = {k: v for k, v in data.items() if k not in NOT_PROVENANCE}
     out += ["", "## Provenance", "", "```json", json.dumps(meta, indent=1), "```", ""]
     return "\n".join(out)

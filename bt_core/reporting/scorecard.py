@@ -106,7 +106,8 @@ class Verdict:
     margin: dict[str, Any] = field(default_factory=dict)
     presentation: dict[str, Any] = field(default_factory=dict)  # its rows (`reporting.present`)
     # estimator items: the view the verdict is judged in ("causal" or "reference"; "" for setup
-    # items), and every view's {"status", "short"} (`behaviortrace.checklist._base.Item.judge`)
+    # items), and every view's {"status", "short", "headline"}
+    # (`behaviortrace.checklist._base.Item.judge`)
     view: str = ""
     views: dict[str, Any] = field(default_factory=dict)
 
