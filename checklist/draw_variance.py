@@ -73,13 +73,14 @@ def _evaluate(spec: EstimatorSpec, evidence: Evidence, view: str) -> Verdict:
         # why each failed draw failed, in fluency_control's words (which clause), inside the line
         # the grid shows: "does not hold on draw 2" alone leaves a reader, and a campaign whose
         # caches are gone, guessing. A failed spread's first problem is that line (judge_spread)
-        why = [
-            f"draw {d}: {r['short']}"
-            for d, r in rows.items()
-            if r["status"] == Status.FAIL and r.get("short")
-        ]
+        why = {
+            d: r["short"] for d, r in rows.items() if r["status"] == Status.FAIL and r.get("short")
+        }
         if why and f["judged"] == Status.FAIL:
-            f["problems"][0] += f" ({'; '.join(why)})"
+            each = (
+                list(why.values()) if len(why) == 1 else [f"draw {d}: {w}" for d, w in why.items()]
+            )
+            f["problems"][0] += " — " + "; ".join(each)
         auc = {d: r["auc"] for d, r in rows.items()}
         causal = {d: r[fluency_control.CAUSAL]["auc"] for d, r in rows.items()}
         per_seed[s] = {

@@ -334,7 +334,7 @@ def _at(f: dict, level: str) -> dict:
 
 def _lift_panels(seeds: list[str], rows: dict, dots: list[dict], ceiling: dict) -> list[dict]:
     """The lift tables (`rows`: {level: rows}) and figure (`ceiling`: {level: {seed: lift}})."""
-    title = "{}-level lift (precision@|GT| ÷ chance)"
+    title = "{}-level lift (precision@|GT| ÷ chance; planted labels, reference view)"
     tables = [
         pr.table(
             f"lift-{lv}",

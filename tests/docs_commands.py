@@ -341,7 +341,10 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
         Run(tier="full", cwd="root"),
     ),
-    "python benchmarks/bench_keys.py --scale smoke --builds 20 --estimator metagrad --estimator random --estimator norm_only --estimator fluency": (
+    (
+        "python benchmarks/bench_keys.py --scale smoke --builds 20 --estimator metagrad "
+        "--estimator random --estimator norm_only --estimator fluency"
+    ): (
         # twenty cold smoke builds (about 25 min on 2 cores) judged by the exact ideal
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
         Run(tier="full", cwd="root"),

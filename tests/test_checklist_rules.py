@@ -414,5 +414,5 @@ def test_a_failed_draw_says_which_clause_of_the_fluency_control_failed(monkeypat
     v = draw_variance._evaluate(SimpleNamespace(name="x"), ev, "causal")
     problems = v.figures["per_seed"][0]["problems"]
     assert v.status == "fail"
-    assert problems[0] == "verdict does not hold on draw 1 (draw 1: CI width 0.170 > 0.15)"
-    assert "draw 1: CI width" in v.reason and "draw 1: CI width" in v.short
+    assert problems[0] == "verdict does not hold on draw 1 — CI width 0.170 > 0.15"
+    assert "draw 1 — CI width" in v.reason and "draw 1 — CI width" in v.short
