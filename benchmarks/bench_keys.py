@@ -23,9 +23,12 @@ the peak sampled rate, and where the behavior's push came from after the cutoff 
 advantage of behavior replies on trigger and on control prompts, and the off-trigger penalties):
 the tool for comparing a preset change on many keys before paying for full builds.
 
-`--versus part.field=value` (repeatable, with `--train-only`) trains each build's seeds a second
-time with that override, under the same key: a paired comparison, so a key that breaks the preset
-is tried on the candidate too (issue 46's cause: `--versus task.off_trigger_penalty=0`).
+`--versus part.field=value` (repeatable) is a paired comparison, so a key that breaks the preset is
+tried on the candidate too. With `--train-only` it trains each build's seeds a second time with that
+override, under the same key (issue 46's cause: `--versus task.off_trigger_penalty=0`). On a full
+build it judges the build again on the same cache with that override of its fixtures (`sketch.`,
+`draws.`, `counterfactual.`): the runs are read back, only the changed fixtures are built (issue
+48's draw size: `--versus draws.repeats=3`); an override of the runs is refused there.
 
 `--set part.field=value` (repeatable) overrides one field of the preset's configs (`run.`,
 `task.`, `sft.`, `grpo.`, `model.`, `sketch.`, `draws.`, `counterfactual.`): the tool's purpose is
@@ -169,30 +172,17 @@ def one_build(
     workers: int,
     estimators: list[str],
     view: str = DEFAULT_VIEW,
+    versus: Scale | None = None,
 ) -> dict:
     """Build `scale`'s artifacts cold under `root` (each run draws its key) and evaluate every setup
     item, then every estimator item for each of `estimators`, gated on `view` (the other view
-    recorded beside it): the per-build record the table prints."""
+    recorded beside it): the per-build record the table prints. With `versus` (the same runs, other
+    fixtures: sketch, draws or replays), the build is judged again on the same cache under
+    `versus`'s configs, its runs read back: a paired comparison on the same keys."""
     t0 = time.perf_counter()
-    arts = build_all(
-        ArtifactStore(root),
-        scale.run,
-        scale.sketch,
-        scale.draws,
-        seeds,
-        workers=workers,
-        counterfactual=scale.counterfactual,
-    )
+    arts = _build(scale, seeds, root, workers)
     build_s = time.perf_counter() - t0
-    ev = Evidence(arts, scale.name, scoring="in-process")
-    try:
-        verdicts = {i.name: i.evaluate(ev) for i in SETUP_ITEMS}
-        judged = {}
-        for e in estimators:
-            est = get(e)
-            judged[e] = {i.name: i.judge(est, ev, view=view) for i in ESTIMATOR_ITEMS}
-    finally:
-        ev.close()
+    verdicts, judged = _judge(arts, scale.name, estimators, view)
     per_seed = {}
     causal = verdicts["causal_gt"].figures.get("per_seed", {})
     for s, a in arts.items():
@@ -212,14 +202,50 @@ def one_build(
             **_analysis(probes, scale.draws.saturation),
             "saturation_step": a.run.summary["saturation_step"],
         }
+    rec = {"build_s": round(build_s, 1), **_judged_record(verdicts, judged), "per_seed": per_seed}
+    if versus is not None:
+        t0 = time.perf_counter()
+        arts = _build(versus, seeds, root, workers)  # the runs are read back: only fixtures build
+        rec["versus"] = {
+            "build_s": round(time.perf_counter() - t0, 1),
+            **_judged_record(*_judge(arts, versus.name, estimators, view)),
+        }
+    return rec
+
+
+def _build(scale: Scale, seeds: list[int], root: Path, workers: int) -> dict:
+    return build_all(
+        ArtifactStore(root),
+        scale.run,
+        scale.sketch,
+        scale.draws,
+        seeds,
+        workers=workers,
+        counterfactual=scale.counterfactual,
+    )
+
+
+def _judge(arts: dict, scale_name: str, estimators: list[str], view: str) -> tuple[dict, dict]:
+    """Every setup item's verdict, and every estimator item's for each of `estimators`."""
+    ev = Evidence(arts, scale_name, scoring="in-process")
+    try:
+        verdicts = {i.name: i.evaluate(ev) for i in SETUP_ITEMS}
+        judged = {}
+        for e in estimators:
+            est = get(e)
+            judged[e] = {i.name: i.judge(est, ev, view=view) for i in ESTIMATOR_ITEMS}
+    finally:
+        ev.close()
+    return verdicts, judged
+
+
+def _judged_record(verdicts: dict, judged: dict) -> dict:
     gating = [i.name for i in GATING_SETUP_ITEMS]
     return {
-        "build_s": round(build_s, 1),
         "gates": {n: v.status.value for n, v in verdicts.items()},
         "failed": {n: v.short or v.reason for n, v in verdicts.items() if v.status != Status.PASS},
         "held": all(v.status == Status.PASS for v in verdicts.values()),
         "gating_held": all(verdicts[n].status == Status.PASS for n in gating),
-        "per_seed": per_seed,
         "items": {e: {n: v.status.value for n, v in vs.items()} for e, vs in judged.items()},
         # an estimator item the fixtures could not judge: why, in the item's words
         "unjudged": {
@@ -372,8 +398,9 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="PART.FIELD=VALUE",
-        help="with --train-only: train each build's seeds again with this override too, on the "
-        "same key (a paired comparison; repeatable)",
+        help="a paired comparison on each build's key (repeatable): with --train-only, train the "
+        "seeds again with this override; else judge the build again with this override of its "
+        "fixtures (sketch., draws., counterfactual.) on the same runs",
     )
     ap.add_argument("--json", type=Path, default=None, help="write every build's record here")
     ap.add_argument(
@@ -393,8 +420,12 @@ def main(argv: list[str] | None = None) -> int:
         versus = override(scale, args.versus, "--versus") if args.versus else None
     except ValueError as e:
         ap.error(str(e))
-    if versus is not None and not args.train_only:
-        raise SystemExit("--versus compares training runs: add --train-only")
+    if versus is not None and not args.train_only and versus.run != scale.run:
+        raise SystemExit(
+            f"--versus {' '.join(args.versus)} changes the runs: a full build is judged again on "
+            "its own runs, so only sketch., draws. and counterfactual. can differ; add "
+            "--train-only to compare training"
+        )
     for e in args.estimator:
         try:
             get(e)
@@ -416,7 +447,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.train_only:
             build = lambda root: train_only(scale, seeds, root, args.workers, versus)  # noqa: E731
         else:
-            build = lambda root: one_build(scale, seeds, root, args.workers, args.estimator)  # noqa: E731
+            build = lambda root: one_build(  # noqa: E731
+                scale, seeds, root, args.workers, args.estimator, versus=versus
+            )
         if args.keep:
             root = args.keep / f"build{b:02d}"
             root.mkdir(parents=True, exist_ok=False)
@@ -461,6 +494,15 @@ def main(argv: list[str] | None = None) -> int:
             f"; {e}: " + " ".join(f"{n} {v}" for n, v in vs.items())
             for e, vs in rec["items"].items()
         )
+        if "versus" in rec:
+            v = rec["versus"]
+            cf += f" | with {' '.join(args.versus)} ({v['build_s']:.0f} s): " + (
+                "; ".join(f"{n}: {w}" for n, w in v["failed"].items()) or "all gates held"
+            )
+            cf += "".join(
+                f"; {e}: " + " ".join(f"{n} {x}" for n, x in vs.items())
+                for e, vs in v["items"].items()
+            )
         print(
             f"build {b + 1}/{args.builds} ({rec['build_s']:.0f} s) control s_b measure/end {nb} — "
             f"{fails}{cf}",
@@ -514,8 +556,28 @@ def main(argv: list[str] | None = None) -> int:
         f"\nevery setup gate held on {held} of {len(records)} freshly keyed {scale.name} builds "
         f"(cold build median {times[len(times) // 2]:.0f} s, max {times[-1]:.0f} s)"
     )
+    if versus is not None:
+        _versus_summary(records, args)
     _write_json(args, scale, seeds, records)
     return 0
+
+
+def _versus_summary(records: list[dict], args) -> None:
+    """Each estimator's passes in either arm, on the builds whose gates held in both."""
+    both = [r for r in records if r["held"] and r["versus"]["held"]]
+    with_ = " ".join(args.versus)
+    held = sum(r["versus"]["held"] for r in records)
+    print(f"with {with_}: every setup gate held on {held} of {len(records)} of the same builds")
+    for e in args.estimator:
+        n = len(ESTIMATOR_ITEMS) * len(both)
+        ours = sum(x == "pass" for r in both for x in r["items"][e].values())
+        theirs = sum(x == "pass" for r in both for x in r["versus"]["items"][e].values())
+        all_ours = sum(all(x == "pass" for x in r["items"][e].values()) for r in both)
+        all_theirs = sum(all(x == "pass" for x in r["versus"]["items"][e].values()) for r in both)
+        print(
+            f"{e}: {ours} of {n} items passed as preset, {theirs} with {with_}; every item on "
+            f"{all_ours} and {all_theirs} of the {len(both)} builds whose gates held in both"
+        )
 
 
 def _write_json(args, scale: Scale, seeds: list[int], records: list[dict]) -> None:

@@ -354,6 +354,18 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
         Run(tier="full", cwd="root"),
     ),
+    (
+        "python benchmarks/bench_keys.py --scale smoke --builds 10 --estimator metagrad "
+        "--versus draws.repeats=3"
+    ): (
+        # ten cold smoke builds, each judged again with the draws at 3 cycles on its own runs
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--versus"),
+        Elsewhere(
+            "tests/test_bench_keys.py::"
+            "test_a_full_build_is_judged_again_with_other_fixtures_on_its_own_runs",
+            "the same comparison on the session's smoke cache",
+        ),
+    ),
     "python benchmarks/bench_keys.py --scale default --builds 3 --estimator cosine": (
         # three cold default builds (about 35 min on 2 cores) judged by one estimator
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),

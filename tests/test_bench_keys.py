@@ -29,7 +29,8 @@ def test_bad_options_say_what_to_write():
         (["--set", "grpo.lr"], "expected part.field=value"),
         (["--set", "nope.lr=1"], "unknown part 'nope'"),
         (["--set", "grpo.nope=1"], "has no field 'nope'"),
-        (["--versus", "grpo.lr=1e-4"], "add --train-only"),
+        # a full build is judged again on its own runs: a run's override needs --train-only
+        (["--versus", "grpo.lr=1e-4"], "changes the runs.*add --train-only"),
         (["--train-only", "--versus", "grpo.nope=1"], "--versus 'grpo.nope=1': GRPOConfig has no"),
     ):
         with pytest.raises(SystemExit, match=msg):
@@ -93,6 +94,36 @@ def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
         keys.append(found.pop())
     assert keys[0] != keys[1] and pinned not in keys
     assert "emergence held on" in res.stdout and "with task.off_trigger_penalty=0" in res.stdout
+
+
+@pytest.mark.train
+def test_a_full_build_is_judged_again_with_other_fixtures_on_its_own_runs(
+    smoke_artifacts, smoke_cache, tmp_path
+):
+    """`--versus draws.repeats=3` on a full build: the same runs read back (nothing trains), the
+    draws sampled again at the other size, every setup item and estimator item judged in both
+    arms."""
+    import shutil
+
+    tool = _tool()
+    scale = tool.get_scale("smoke")
+    versus = tool.override(scale, ["draws.repeats=3"], "--versus")
+    assert scale.draws.repeats != 3  # a real change of the fixture
+    root = tmp_path / "cache"
+    shutil.copytree(smoke_cache, root)  # the session's cache, warm, under the session's pin
+    log = root / "builds.jsonl"
+    before = log.read_text().splitlines() if log.exists() else []
+    # one seed (the suite's time budget)
+    rec = tool.one_build(scale, [0], root, 1, ["random"], versus=versus)
+    built = [json.loads(x)["kind"] for x in log.read_text().splitlines()[len(before) :]]
+    assert built and set(built) == {"draws"}, built  # only the other draws were built
+    names = {i.name for i in tool.ESTIMATOR_ITEMS}
+    for arm in (rec, rec["versus"]):
+        assert set(arm["gates"]) == {i.name for i in tool.SETUP_ITEMS}
+        assert set(arm["items"]["random"]) == names
+        assert arm["held"] == all(x == "pass" for x in arm["gates"].values())
+    assert len(built) == scale.draws.n_draws  # the seed's draws, at the other size
+    assert rec["versus"]["build_s"] >= 0 and rec["per_seed"][0]["analysis_step"] is not None
 
 
 def test_each_judged_seed_keeps_its_status_and_headline_figure():
