@@ -356,9 +356,10 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
     ),
     (
         "python benchmarks/bench_keys.py --scale smoke --builds 10 --estimator metagrad "
-        "--versus draws.repeats=3"
+        "--estimator random --estimator norm_only --estimator fluency --versus draws.repeats=3"
     ): (
-        # ten cold smoke builds, each judged again with the draws at 3 cycles on its own runs
+        # ten cold smoke builds (about 20 min on 2 cores), each judged again with the draws at 3
+        # cycles on its own runs
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--versus"),
         Elsewhere(
             "tests/test_bench_keys.py::"
