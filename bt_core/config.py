@@ -521,7 +521,7 @@ def _smoke() -> Scale:
         # 3): the exact ideal's nearest clause on draws is the paired one against the surface
         # baseline, and at 3 cycles its CI lower bound fell to 0.015 (2 of 69 draws under 0.05) on
         # 8 fresh keys, where it lost draw_variance on about 1 key in 12; at 6, on the same keys,
-        # its minimum was 0.091 (0 of 60 under 0.05), for about 13 CPU-s more a cold build (issue 48)
+        # its minimum was 0.091 (0 of 60 under 0.05), for about 7 CPU-s more a cold build (issue 48)
         draws=DrawConfig(n_draws=3, group_size=6, repeats=6),
         # not seed 1: under the pinned key of the tests its run peaks at a sampled rate of 0.775 on
         # an AVX2 CPU (torch's kernels round differently there than with AVX-512), below the 0.8
