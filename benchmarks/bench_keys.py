@@ -27,8 +27,9 @@ the tool for comparing a preset change on many keys before paying for full build
 tried on the candidate too. With `--train-only` it trains each build's seeds a second time with that
 override, under the same key (issue 46's cause: `--versus task.off_trigger_penalty=0`). On a full
 build it judges the build again on the same cache with that override of its fixtures (`sketch.`,
-`draws.`, `counterfactual.`): the runs are read back, only the changed fixtures are built (issue
-48's draw size: `--versus draws.repeats=3`); an override of the runs is refused there.
+`draws.`, `counterfactual.`): the runs are read back, and only the changed fixtures and what depends
+on them are built (issue 48's draw size: `--versus draws.repeats=3`); an override of the runs or the
+seeds is refused there. The build's line and the summary then give both arms.
 
 `--set part.field=value` (repeatable) overrides one field of the preset's configs (`run.`,
 `task.`, `sft.`, `grpo.`, `model.`, `sketch.`, `draws.`, `counterfactual.`): the tool's purpose is
@@ -420,11 +421,20 @@ def main(argv: list[str] | None = None) -> int:
         versus = override(scale, args.versus, "--versus") if args.versus else None
     except ValueError as e:
         ap.error(str(e))
-    if versus is not None and not args.train_only and versus.run != scale.run:
+    fixtures = {
+        "sketch": scale.sketch,
+        "draws": scale.draws,
+        "counterfactual": scale.counterfactual,
+    }
+    if (
+        versus is not None
+        and not args.train_only
+        and dataclasses.replace(versus, **fixtures) != scale
+    ):
         raise SystemExit(
-            f"--versus {' '.join(args.versus)} changes the runs: a full build is judged again on "
-            "its own runs, so only sketch., draws. and counterfactual. can differ; add "
-            "--train-only to compare training"
+            f"--versus {' '.join(args.versus)} changes more than the fixtures: a full build is "
+            "judged again on its own runs and seeds, so only sketch., draws. and counterfactual. "
+            "can differ; add --train-only to compare training"
         )
     for e in args.estimator:
         try:
@@ -438,7 +448,12 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.builds} freshly keyed cold {scale.name} builds, seeds {seeds}"
         + (f", with {' '.join(args.set)}" if args.set else "")
-        + (f", each also with {' '.join(args.versus)} on the same key" if args.versus else "")
+        + (
+            f", each also with {' '.join(args.versus)} on the same "
+            + ("key" if args.train_only else "runs")
+            if args.versus
+            else ""
+        )
         + f", {args.workers} worker(s)",
         flush=True,
     )

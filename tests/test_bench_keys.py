@@ -30,7 +30,8 @@ def test_bad_options_say_what_to_write():
         (["--set", "nope.lr=1"], "unknown part 'nope'"),
         (["--set", "grpo.nope=1"], "has no field 'nope'"),
         # a full build is judged again on its own runs: a run's override needs --train-only
-        (["--versus", "grpo.lr=1e-4"], "changes the runs.*add --train-only"),
+        (["--versus", "grpo.lr=1e-4"], "changes more than the fixtures.*add --train-only"),
+        (["--versus", "scale.seeds=0"], "changes more than the fixtures"),  # its seeds too
         (["--train-only", "--versus", "grpo.nope=1"], "--versus 'grpo.nope=1': GRPOConfig has no"),
     ):
         with pytest.raises(SystemExit, match=msg):
@@ -98,12 +99,14 @@ def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
 
 @pytest.mark.train
 def test_a_full_build_is_judged_again_with_other_fixtures_on_its_own_runs(
-    smoke_artifacts, smoke_cache, tmp_path
+    smoke_artifacts, smoke_cache, tmp_path, monkeypatch
 ):
     """`--versus draws.repeats=3` on a full build: the same runs read back (nothing trains), the
     draws sampled again at the other size, every setup item and estimator item judged in both
     arms."""
     import shutil
+
+    from bt_core.artifacts.keys import seed_keys
 
     tool = _tool()
     scale = tool.get_scale("smoke")
@@ -113,6 +116,11 @@ def test_a_full_build_is_judged_again_with_other_fixtures_on_its_own_runs(
     shutil.copytree(smoke_cache, root)  # the session's cache, warm, under the session's pin
     log = root / "builds.jsonl"
     before = log.read_text().splitlines() if log.exists() else []
+    judged_on = []  # each arm's artifacts, as its judging saw them
+    judge = tool._judge
+    monkeypatch.setattr(
+        tool, "_judge", lambda arts, *a: judged_on.append(arts[0].keys) or judge(arts, *a)
+    )
     # one seed (the suite's time budget)
     rec = tool.one_build(scale, [0], root, 1, ["random"], versus=versus)
     built = [json.loads(x)["kind"] for x in log.read_text().splitlines()[len(before) :]]
@@ -123,7 +131,37 @@ def test_a_full_build_is_judged_again_with_other_fixtures_on_its_own_runs(
         assert set(arm["items"]["random"]) == names
         assert arm["held"] == all(x == "pass" for x in arm["gates"].values())
     assert len(built) == scale.draws.n_draws  # the seed's draws, at the other size
+    # the second arm was judged on the same runs and on the other draws, which the first never saw
+    (ours, theirs) = judged_on
+    assert theirs["run"] == ours["run"] and theirs["control"] == ours["control"]
+    other = seed_keys(versus.run.with_seed(0), versus.sketch, versus.draws, versus.counterfactual)
+    for i in range(scale.draws.n_draws):
+        assert theirs[f"draw{i}"] == other[f"draw{i}"][1] != ours[f"draw{i}"]
     assert rec["versus"]["build_s"] >= 0 and rec["per_seed"][0]["analysis_step"] is not None
+
+
+def test_the_versus_summary_counts_passes_on_builds_held_in_both_arms(capsys):
+    from types import SimpleNamespace
+
+    tool = _tool()
+    six = [i.name for i in tool.ESTIMATOR_ITEMS]
+
+    def arm(held, passes):
+        return {"held": held, "items": {"m": {n: "pass" if n in passes else "fail" for n in six}}}
+
+    records = [
+        {**arm(True, six), "versus": arm(True, six[:5])},  # lost one item with the override
+        {**arm(True, six), "versus": arm(False, six)},  # a gate failed in the other arm: left out
+        {**arm(True, six[:4]), "versus": arm(True, six)},
+    ]
+    tool._versus_summary(records, SimpleNamespace(versus=["draws.repeats=3"], estimator=["m"]))
+    out = capsys.readouterr().out
+    assert "every setup gate held on 2 of 3 of the same builds" in out
+    n = 2 * len(six)
+    assert (
+        f"m: {len(six) + 4} of {n} items passed as preset, {len(six) + 5} with draws.repeats=3; "
+        "every item on 1 and 1 of the 2 builds whose gates held in both"
+    ) in out
 
 
 def test_each_judged_seed_keeps_its_status_and_headline_figure():

@@ -58,7 +58,7 @@ def test_every_setup_gate_holds_on_an_untuned_key(key, tmp_path, monkeypatch, sm
     # a subset's draw does not depend on how many subsets of each kind the plan holds
     # (`counterfactual.plan.plan`), nor does a replay's key (`plan.measure_config`). So the plan's
     # fewest LDS, local and reweighted subsets give the gates the very replays a user's smoke build
-    # has, in half the build (the suite's time budget: three cold builds here).
+    # has, in half the build (the suite's time budget).
     cf = dataclasses.replace(s.counterfactual, n_lds=0, n_local=8, n_reweight=8, n_linearity=0)
     arts = build_all(
         ArtifactStore(tmp_path / "cache"),
