@@ -487,7 +487,6 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     + "\n"
                 )
-        fails = "; ".join(f"{n}: {w}" for n, w in rec["failed"].items()) or "all gates held"
         if args.train_only:
             fin = " ".join(f"{s}:{_fmt(r['s_b_final'])}" for s, r in rec["per_seed"].items())
             if "versus" in rec:
@@ -496,7 +495,8 @@ def main(argv: list[str] | None = None) -> int:
                 fin += " ".join(f"{s}:{_fmt(r['s_b_final'])}" for s, r in v["per_seed"].items())
                 fin += "" if v["held"] else " (emergence failed: " + v["failed"]["emergence"] + ")"
             print(
-                f"build {b + 1}/{args.builds} ({rec['build_s']:.0f} s) final s_b {fin} — {fails}",
+                f"build {b + 1}/{args.builds} ({rec['build_s']:.0f} s) final s_b {fin} — "
+                + _arm_line(rec),
                 flush=True,
             )
             continue
@@ -505,22 +505,13 @@ def main(argv: list[str] | None = None) -> int:
             f" (replay {_fmt(r['s_b_no_bonus'])})"
             for s, r in rec["per_seed"].items()
         )
-        cf = "".join(
-            f"; {e}: " + " ".join(f"{n} {v}" for n, v in vs.items())
-            for e, vs in rec["items"].items()
-        )
+        line = _arm_line(rec)
         if "versus" in rec:
             v = rec["versus"]
-            cf += f" | with {' '.join(args.versus)} ({v['build_s']:.0f} s): " + (
-                "; ".join(f"{n}: {w}" for n, w in v["failed"].items()) or "all gates held"
-            )
-            cf += "".join(
-                f"; {e}: " + " ".join(f"{n} {x}" for n, x in vs.items())
-                for e, vs in v["items"].items()
-            )
+            line += f" | with {' '.join(args.versus)} ({v['build_s']:.0f} s): {_arm_line(v)}"
         print(
             f"build {b + 1}/{args.builds} ({rec['build_s']:.0f} s) control s_b measure/end {nb} — "
-            f"{fails}{cf}",
+            f"{line}",
             flush=True,
         )
     if args.train_only:
@@ -575,6 +566,14 @@ def main(argv: list[str] | None = None) -> int:
         _versus_summary(records, args)
     _write_json(args, scale, seeds, records)
     return 0
+
+
+def _arm_line(rec: dict) -> str:
+    """One arm of a build's line: failed gates (or all held), then every estimator's items."""
+    fails = "; ".join(f"{n}: {w}" for n, w in rec["failed"].items()) or "all gates held"
+    return fails + "".join(
+        f"; {e}: " + " ".join(f"{n} {x}" for n, x in vs.items()) for e, vs in rec["items"].items()
+    )
 
 
 def _versus_summary(records: list[dict], args) -> None:

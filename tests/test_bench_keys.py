@@ -158,6 +158,10 @@ def test_the_versus_summary_counts_passes_on_builds_held_in_both_arms(capsys):
     out = capsys.readouterr().out
     assert "every setup gate held on 2 of 3 of the same builds" in out
     n = 2 * len(six)
+    # and each arm of a build's line: its failed gates (else that all held), then its items
+    failed = {"failed": {"emergence": "seed 2"}, "items": {"m": {"headroom": "fail"}}}
+    assert tool._arm_line({**failed, "failed": {}}) == "all gates held; m: headroom fail"
+    assert tool._arm_line(failed) == "emergence: seed 2; m: headroom fail"
     assert (
         f"m: {len(six) + 4} of {n} items passed as preset, {len(six) + 5} with draws.repeats=3; "
         "every item on 1 and 1 of the 2 builds whose gates held in both"

@@ -196,7 +196,7 @@ def _other_views(label: str, r: dict, b: dict, tolerance: float) -> list[str]:
         lines = _regressions(
             label, (x["status"], x.get("headline")), (y["status"], y.get("headline")), tolerance
         )
-        out += [f"{line} (in the {w} view: reported, not gating)" for line in lines]
+        out += [f"{line} (in the {w} view)" for line in lines]
     return out
 
 
@@ -216,9 +216,14 @@ def _regressions(label: str, now: tuple, base: tuple, tolerance: float) -> list[
     return out
 
 
+def no_regression(cmp: dict) -> str:
+    """What a comparison with no gating regression says: "no gating regression" where the views
+    that do not gate have some (reported beside it), else "no regression"."""
+    return "no gating regression" if cmp.get("other_views") else "no regression"
+
+
 def listed(cmp: dict) -> list[str]:
     """A comparison's lines for a page or a report: the gating regressions (else that there is
     none), then the regressions in the views that do not gate, each marked as reported."""
-    others = cmp.get("other_views") or []
-    none = "no gating regression" if others else "no regression"
-    return (cmp["regressions"] or [none]) + [f"reported, not gating: {x}" for x in others]
+    reported = [f"reported, not gating: {x}" for x in cmp.get("other_views") or []]
+    return (cmp["regressions"] or [no_regression(cmp)]) + reported
