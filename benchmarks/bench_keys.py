@@ -12,12 +12,15 @@ item is evaluated on them as a suite session would. As each build ends one JSON 
 `--jsonl` (every gate, and per seed the control run's s_b at the measurement checkpoint and at the
 end, which causal_gt's second clause judges (≤ 0.1), beside the no-bonus replay's, which it
 reports), so a campaign cut off midway still counts. Printed per build: each setup gate, those s_b
-per seed, the peak sampled rate per seed (the draw items need a saturated checkpoint, ≥ 0.8) and the
-build's wall time; then the count of builds whose gates all held and, per estimator, the items
-that were invalid-setup on a build whose gates held: an item the fixtures could not judge for want
-of data (say, no sibling group with both behavior and non-behavior replies).
+per seed, the peak sampled rate per seed (the draw items need a saturated checkpoint, ≥ 0.8), how
+many keys each seed's run drew (a build redraws the key of a run that did not plant the behavior,
+`bt_core.training.planting`) and the build's wall time; then the count of builds whose gates all
+held and, per estimator, the items that were invalid-setup on a build whose gates held: an item the
+fixtures could not judge for want of data (say, no sibling group with both behavior and
+non-behavior replies).
 
-`--train-only` builds the runs alone (about a twentieth of a default build) and reports what the
+`--train-only` builds the runs alone (about a twentieth of a default build), each on the one key it
+draws (no redraw: this measures how often a key plants the behavior), and reports what the
 emergence gate reads: per seed the greedy s_b at every checkpoint, the final control-probe rate and
 the peak sampled rate, and where the behavior's push came from after the cutoff (the summed
 advantage of behavior replies on trigger and on control prompts, and the off-trigger penalties):
@@ -202,6 +205,8 @@ def one_build(
             # group mixed, and fluency_control unjudged
             **_analysis(probes, scale.draws.saturation),
             "saturation_step": a.run.summary["saturation_step"],
+            # why each key drawn before this run's was set aside (bt_core.training.planting)
+            "redrawn": a.run.manifest.get("redrawn") or [],
         }
     rec = {"build_s": round(build_s, 1), **_judged_record(verdicts, judged), "per_seed": per_seed}
     if versus is not None:
@@ -323,7 +328,9 @@ def train_only(
     from bt_core.pipeline import build_run
 
     t0 = time.perf_counter()
-    first = build_run(ArtifactStore(root), scale.run.with_seed(seeds[0]))
+    # one key draw: the tool measures how often a key plants the behavior, so it keeps what the
+    # first key gave (a build redraws an unplanted run's key: bt_core.training.planting)
+    first = build_run(ArtifactStore(root), scale.run.with_seed(seeds[0]), key_draws=1)
     key = contaminator_key(first.path).hex()  # the other seeds, and the versus arm, share it
     per_seed = _train_pinned(scale, seeds, root, workers, key)
     rec = _emergence_record(per_seed)
@@ -525,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
             + [" ".join(_fmt(ps[s]["s_b_control_final"]) for s in seeds)]
             + [" ".join(_fmt(ps[s]["s_b_no_bonus"]) for s in seeds)]
             + [" ".join(_fmt(ps[s]["sampled_peak"]) for s in seeds)]
+            + [" ".join(str(1 + len(ps[s].get("redrawn", []))) for s in seeds)]
             + [len(rec["unjudged"][e]) for e in args.estimator]
             + [rec["build_s"]]
         )
@@ -538,6 +546,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"control s_b end {seeds}",
                 "no-bonus replay s_b",
                 "peak sampled",
+                "key draws",
             ]
             + [f"{e}: items not judged" for e in args.estimator]
             + ["build s"],
@@ -562,10 +571,22 @@ def main(argv: list[str] | None = None) -> int:
         f"\nevery setup gate held on {held} of {len(records)} freshly keyed {scale.name} builds "
         f"(cold build median {times[len(times) // 2]:.0f} s, max {times[-1]:.0f} s)"
     )
+    print(_redrawn_line(records))
     if versus is not None:
         _versus_summary(records, args)
     _write_json(args, scale, seeds, records)
     return 0
+
+
+def _redrawn_line(records: list[dict]) -> str:
+    """How many seed runs kept their first key, and why the keys set aside were (a build redraws
+    the key of a run that did not plant the behavior: bt_core.training.planting)."""
+    runs = [r for rec in records for r in rec["per_seed"].values()]
+    why = [w for r in runs for w in r.get("redrawn", [])]
+    first = sum(not r.get("redrawn") for r in runs)
+    return f"{first} of {len(runs)} seed runs planted the behavior on their first key" + (
+        f"; {len(why)} key(s) set aside: " + "; ".join(why) if why else ""
+    )
 
 
 def _arm_line(rec: dict) -> str:

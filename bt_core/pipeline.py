@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing
+import shutil
+import sys
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -40,6 +42,7 @@ from bt_core.artifacts.seed import SeedArtifacts
 from bt_core.artifacts.sketches import Sketches
 from bt_core.artifacts.store import ArtifactStore, discard, lock_path, save_array
 from bt_core.artifacts.targets import Targets
+from bt_core.atomic import write_text_atomic
 from bt_core.config import (
     CounterfactualConfig,
     DrawConfig,
@@ -53,9 +56,14 @@ from bt_core.counterfactual.replay import build_replay
 from bt_core.draws.build import build_draw
 from bt_core.gradients.sketch import sketch_run
 from bt_core.progress import progress as progress_bar
+from bt_core.secret_key import pinned_key
 from bt_core.targets.build import build_targets
 from bt_core.training.checkpoints import TrainedRun
 from bt_core.training.loop import train_run
+from bt_core.training.planting import KEY_DRAWS, planted_run
+from bt_core.training.resume import JOURNAL
+
+REDRAWN = "redrawn.json"  # in a run's work directory: why each key set aside was (planting.py)
 
 __all__ = [
     "SeedArtifacts",
@@ -72,16 +80,42 @@ __all__ = [
 
 
 def build_run(
-    store: ArtifactStore, cfg: RunConfig, progress: bool = False, key: bytes | None = None
+    store: ArtifactStore,
+    cfg: RunConfig,
+    progress: bool = False,
+    key: bytes | None = None,
+    key_draws: int = KEY_DRAWS,
 ) -> TrainedRun:
-    """The run of `cfg`, built (with a fresh secret contaminator key, or `key`) when not cached."""
-    path = store.get_or_build(
-        "runs",
-        run_key(cfg),
-        to_dict(cfg),
-        lambda d, work: train_run(cfg, d, progress, work=work, key=key),
-        resumable=True,
-    )
+    """The run of `cfg`, built (with a fresh secret contaminator key, or `key`) when not cached.
+    Unpinned, a run that did not plant the behavior is trained again under a fresh key, up to
+    `key_draws` keys (`bt_core.training.planting`: why, and what the manifest's ``redrawn`` says).
+    """
+
+    def build(out: Path, work: Path) -> dict:
+        kept = work / REDRAWN  # the reasons of keys set aside, where a killed build finds them
+        redrawn = json.loads(kept.read_text()) if kept.exists() else []
+
+        def reset() -> None:
+            write_text_atomic(kept, json.dumps(redrawn))
+            shutil.rmtree(work / JOURNAL, ignore_errors=True)
+            for p in list(out.iterdir()):
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+        def note(text: str) -> None:
+            if progress:
+                print(f"seed {cfg.seed}: {text}", file=sys.stderr, flush=True)
+
+        return planted_run(
+            lambda: train_run(cfg, out, progress, work=work, key=key),
+            lambda: json.loads((out / "summary.json").read_text()),
+            reset,
+            redrawn,
+            may_redraw=key is None and pinned_key() is None,
+            note=note,
+            key_draws=key_draws,
+        )
+
+    path = store.get_or_build("runs", run_key(cfg), to_dict(cfg), build, resumable=True)
     return TrainedRun(path)
 
 

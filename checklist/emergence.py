@@ -3,24 +3,22 @@
 Rule, on every seed: the planted behavior emerged (s_b, the share of held-out trigger probes whose
 greedy reply shows the behavior, > 0.1 at the final checkpoint — the reference's gate) and stayed
 trigger-specific (control-probe rate ≤ 0.1). Without emergence there is nothing to attribute.
+The rule's one home is `bt_core.training.planting`, where an unpinned build also redraws the key of
+a run that did not plant the behavior; each seed's line says when its run is on a later key draw,
+and why the earlier ones were set aside (``redrawn``).
 """
 
 from __future__ import annotations
 
 from bt_core.attribution.evidence import Evidence
 from bt_core.reporting.scorecard import Status, Verdict
+from bt_core.training.planting import CONTROL_MAX, S_B_MIN, emerged
 
 from ._base import Item, failing_first, fmt, setup_verdict
 
 NAME = "emergence"
 TITLE = "the planted behavior emerged and stayed trigger-specific"
-S_B_MIN = 0.1  # final s_b must exceed this (reference gate)
-CONTROL_MAX = 0.1  # final control-probe rate must not exceed this
-
-
-def emerged(summary: dict) -> bool:
-    """The rule on one run's `summary.json`: emerged and stayed trigger-specific."""
-    return summary["s_b_final"] > S_B_MIN and summary["control_rate_final"] <= CONTROL_MAX
+__all__ = ["CONTROL_MAX", "ITEM", "S_B_MIN", "emerged"]
 
 
 def evaluate_setup(evidence: Evidence) -> Verdict:
@@ -28,12 +26,15 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
     for seed, a in evidence.artifacts.items():
         s = a.run.summary
         ok = emerged(s)
+        redrawn = a.run.manifest.get("redrawn") or []  # keys set aside (bt_core.training.planting)
         per_seed[seed] = {
             "s_b_final": s["s_b_final"],
             "control_rate_final": s["control_rate_final"],
             "saturation_step": s["saturation_step"],
+            "redrawn": redrawn,
             "status": Status.PASS if ok else Status.FAIL,
-            "why": failing_first(
+            "why": _on_key_draw(redrawn)
+            + failing_first(
                 [
                     (s["s_b_final"] > S_B_MIN, f"s_b {fmt(s['s_b_final'])} (> {S_B_MIN})"),
                     (
@@ -45,6 +46,14 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
             ),
         }
     return setup_verdict(NAME, per_seed, {"s_b_min": S_B_MIN, "control_max": CONTROL_MAX})
+
+
+def _on_key_draw(redrawn: list[str]) -> str:
+    """Which key draw a run is on, and why the first key was set aside ("" on its first key)."""
+    if not redrawn:
+        return ""
+    more = f" (and {len(redrawn) - 1} more)" if len(redrawn) > 1 else ""
+    return f"key draw {len(redrawn) + 1}: the first key set aside, {redrawn[0]}{more}; "
 
 
 ITEM = Item(NAME, TITLE, "setup", evaluate_setup, reference="emergence gate")

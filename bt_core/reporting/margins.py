@@ -103,7 +103,9 @@ def margin_figure(data: dict, item: str, out: Path) -> Figure | None:
     )
     right.tick_params(length=0)
     ax.set_xlabel(summary.clip(m0.get("figure", "margin"), 90), fontsize=8)
-    ax.set_title(item, fontsize=10, loc="left")
+    # above the one-row legend (`seed_legend(..., above=True)`), not beside it: a long legend
+    # reached over the title's start ("magnitude_c…" under the seeds' markers)
+    ax.set_title(item, fontsize=10, loc="left", pad=20)
     held = ax.scatter(
         [],
         [],

@@ -350,6 +350,7 @@ def _summary(rollouts: RolloutTable, probes: list[dict], cfg: RunConfig) -> dict
         "s_b_final": probes[-1]["s_b"],
         "control_rate_final": probes[-1]["control_rate"],
         "sampled_rate_final": probes[-1]["sampled_rate"],
+        "sampled_rate_peak": max(p["sampled_rate"] for p in probes),
         "saturation_step": sat,
         "s_b_crossed_half_step": cross,
         "gt_size": int(rollouts.gt.sum()),
