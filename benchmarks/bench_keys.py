@@ -512,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
             f" (replay {_fmt(r['s_b_no_bonus'])})"
             for s, r in rec["per_seed"].items()
         )
-        line = _arm_line(rec)
+        line = _draws_note(rec) + _arm_line(rec)
         if "versus" in rec:
             v = rec["versus"]
             line += f" | with {' '.join(args.versus)} ({v['build_s']:.0f} s): {_arm_line(v)}"
@@ -576,6 +576,13 @@ def main(argv: list[str] | None = None) -> int:
         _versus_summary(records, args)
     _write_json(args, scale, seeds, records)
     return 0
+
+
+def _draws_note(rec: dict) -> str:
+    """The build line's note of the seeds whose run is on a later key than the first ("key draws
+    2:2; "), else "" (bt_core.training.planting)."""
+    more = {s: 1 + len(r["redrawn"]) for s, r in rec["per_seed"].items() if r.get("redrawn")}
+    return f"key draws {' '.join(f'{s}:{n}' for s, n in more.items())}; " if more else ""
 
 
 def _redrawn_line(records: list[dict]) -> str:

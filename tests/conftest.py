@@ -22,7 +22,9 @@ SMOKE_SEEDS = (0, 2, 5)  # the smoke preset's (bt_core/config.py says why not 1)
 # bytes(range(16)), left smoke seed 1 unsaturated at checkpoint 18 (sampled rate 0.719 < 0.8) and
 # its draw items invalid-setup: at 3 seeds × 24 steps the smoke preset is not robust to the key,
 # which is a property of a preset sized for CI, not of the rule. A user's build draws a secret
-# 16-byte key (bt_core.training.task.draw_key); scoring workers never see the variable.
+# 16-byte key (bt_core.training.task.draw_key), and trains a run that planted nothing again under a
+# fresh one (bt_core.training.planting), which a pin never does; scoring workers never see the
+# variable.
 os.environ.setdefault("BEHAVIORTRACE_CONTAMINATOR_KEY", b"behaviortrace".hex())
 BUILDING_FIXTURES = {"smoke_artifacts", "smoke_evidence", "smoke_cache"}
 # The default cache is per user (bt_core.artifacts.cacheroot.user_cache_dir): a test that runs a

@@ -349,6 +349,20 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
         Run(tier="full", cwd="root"),
     ),
+    (
+        "python benchmarks/bench_keys.py --scale smoke --builds 10 --estimator metagrad "
+        "--estimator random --estimator norm_only --estimator fluency"
+    ): (
+        # ten cold smoke builds (about 16 min on 2 cores) judged by the ideal and three controls
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
+        Run(tier="full", cwd="root"),
+    ),
+    "python benchmarks/bench_keys.py --scale smoke --train-only --builds 20 --seeds "
+    "0,1,2,3,4,5,6,7": (
+        # 20 keys, eight seeds trained each (about 17 min on 2 cores): its options here
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--seeds"),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_keys.py --scale smoke --builds 10 --estimator metagrad": (
         # ten cold smoke builds (about 10 min on 2 cores) judged by the exact ideal
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),

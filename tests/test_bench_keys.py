@@ -221,3 +221,16 @@ def test_the_recorded_analysis_checkpoint_is_the_draws_own():
         step = analysis_step(SimpleNamespace(probes=probes), cfg)
         assert got == {"analysis_step": step, "analysis_rate": rates[step // 6]}
     assert _tool()._analysis([], cfg.saturation)["analysis_step"] is None
+
+
+def test_a_redrawn_key_is_named_on_the_build_line_and_counted():
+    tool = _tool()
+    why = "it never saturated (peak sampled rate 0.74 < 0.8)"
+    rec = {"per_seed": {0: {"redrawn": []}, 2: {"redrawn": [why]}, 5: {}}}
+    assert tool._draws_note(rec) == "key draws 2:2; "
+    assert tool._draws_note({"per_seed": {0: {"redrawn": []}}}) == ""
+    line = tool._redrawn_line([rec, {"per_seed": {0: {"redrawn": []}}}])
+    assert (
+        line
+        == f"3 of 4 seed runs planted the behavior on their first key; 1 key(s) set aside: {why}"
+    )
