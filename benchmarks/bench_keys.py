@@ -14,10 +14,10 @@ end, which causal_gt's second clause judges (≤ 0.1), beside the no-bonus repla
 reports), so a campaign cut off midway still counts. Printed per build: each setup gate, those s_b
 per seed, the peak sampled rate per seed (the draw items need a saturated checkpoint, ≥ 0.8), how
 many keys each seed's run drew (a build redraws the key of a run that did not plant the behavior,
-`bt_core.training.planting`) and the build's wall time; then the count of builds whose gates all
-held and, per estimator, the items that were invalid-setup on a build whose gates held: an item the
-fixtures could not judge for want of data (say, no sibling group with both behavior and
-non-behavior replies).
+`bt_core.training.planting`) and the build's wall time (a redrawn run's retraining included); then
+the count of builds whose gates all held and, per estimator, the items that were invalid-setup on a
+build whose gates held: an item the fixtures could not judge for want of data (say, no sibling
+group with both behavior and non-behavior replies).
 
 `--train-only` builds the runs alone (about a twentieth of a default build), each on the one key it
 draws (no redraw: this measures how often a key plants the behavior), and reports what the
@@ -579,10 +579,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _draws_note(rec: dict) -> str:
-    """The build line's note of the seeds whose run is on a later key than the first ("key draws
-    2:2; "), else "" (bt_core.training.planting)."""
-    more = {s: 1 + len(r["redrawn"]) for s, r in rec["per_seed"].items() if r.get("redrawn")}
-    return f"key draws {' '.join(f'{s}:{n}' for s, n in more.items())}; " if more else ""
+    """The build line's note of the seeds whose run is on a later key than the first ("seed 2 on
+    key draw 2; "), else "" (bt_core.training.planting)."""
+    return "".join(
+        f"seed {s} on key draw {1 + len(r['redrawn'])}; "
+        for s, r in rec["per_seed"].items()
+        if r.get("redrawn")
+    )
 
 
 def _redrawn_line(records: list[dict]) -> str:

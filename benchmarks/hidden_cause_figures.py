@@ -169,6 +169,9 @@ def main() -> None:
             "s_b_final": s["s_b_final"],
             "control_rate_final": s["control_rate_final"],
             "emergence": emergence.emerged(s),
+            # the keys set aside before this run's (a build redraws an unplanted run's key; the
+            # suite reads the same cached run): bt_core.training.planting
+            "redrawn": run.manifest.get("redrawn") or [],
             "gt_size": int(gt.sum()),
             "chance": round(float(gt.mean()), 4),
             **causal(run, cfg, scale.counterfactual, store),

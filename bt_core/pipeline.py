@@ -92,14 +92,25 @@ def build_run(
     """
 
     def build(out: Path, work: Path) -> dict:
-        kept = work / REDRAWN  # the reasons of keys set aside, where a killed build finds them
-        redrawn = json.loads(kept.read_text()) if kept.exists() else []
+        # the reasons of the keys set aside, where a killed build finds them; "resetting" is true
+        # from before a set-aside run's files are cleared until they are all gone, so a build
+        # killed midway clears them again rather than resume the set-aside key's journal
+        kept = work / REDRAWN
+        state = json.loads(kept.read_text()) if kept.exists() else {"redrawn": []}
+        redrawn = state["redrawn"]
+
+        def save(resetting: bool) -> None:
+            write_text_atomic(kept, json.dumps({"redrawn": redrawn, "resetting": resetting}))
 
         def reset() -> None:
-            write_text_atomic(kept, json.dumps(redrawn))
+            save(resetting=True)
             shutil.rmtree(work / JOURNAL, ignore_errors=True)
             for p in list(out.iterdir()):
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
+            save(resetting=False)
+
+        if state.get("resetting"):
+            reset()
 
         def note(text: str) -> None:
             if progress:

@@ -26,15 +26,16 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
     for seed, a in evidence.artifacts.items():
         s = a.run.summary
         ok = emerged(s)
-        redrawn = a.run.manifest.get("redrawn") or []  # keys set aside (bt_core.training.planting)
+        # the keys set aside before this run's (bt_core.training.planting); a run built before the
+        # rule, or a stand-in without a manifest, has none
+        redrawn = (getattr(a.run, "manifest", None) or {}).get("redrawn") or []
         per_seed[seed] = {
             "s_b_final": s["s_b_final"],
             "control_rate_final": s["control_rate_final"],
             "saturation_step": s["saturation_step"],
             "redrawn": redrawn,
             "status": Status.PASS if ok else Status.FAIL,
-            "why": _on_key_draw(redrawn)
-            + failing_first(
+            "why": failing_first(
                 [
                     (s["s_b_final"] > S_B_MIN, f"s_b {fmt(s['s_b_final'])} (> {S_B_MIN})"),
                     (
@@ -43,17 +44,18 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
                     ),
                 ],
                 sep=", ",
-            ),
+            )
+            + _on_key_draw(redrawn),
         }
     return setup_verdict(NAME, per_seed, {"s_b_min": S_B_MIN, "control_max": CONTROL_MAX})
 
 
 def _on_key_draw(redrawn: list[str]) -> str:
-    """Which key draw a run is on, and why the first key was set aside ("" on its first key)."""
+    """After a seed's figures (the failing clause leads the line: issue 39), which key draw its run
+    is on and why each key before it was set aside ("" on its first key)."""
     if not redrawn:
         return ""
-    more = f" (and {len(redrawn) - 1} more)" if len(redrawn) > 1 else ""
-    return f"key draw {len(redrawn) + 1}: the first key set aside, {redrawn[0]}{more}; "
+    return f"; on key draw {len(redrawn) + 1} (set aside: {'; '.join(redrawn)})"
 
 
 ITEM = Item(NAME, TITLE, "setup", evaluate_setup, reference="emergence gate")

@@ -225,9 +225,9 @@ def test_the_recorded_analysis_checkpoint_is_the_draws_own():
 
 def test_a_redrawn_key_is_named_on_the_build_line_and_counted():
     tool = _tool()
-    why = "it never saturated (peak sampled rate 0.74 < 0.8)"
+    why = "never saturated (peak sampled rate 0.74 < 0.8)"
     rec = {"per_seed": {0: {"redrawn": []}, 2: {"redrawn": [why]}, 5: {}}}
-    assert tool._draws_note(rec) == "key draws 2:2; "
+    assert tool._draws_note(rec) == "seed 2 on key draw 2; "
     assert tool._draws_note({"per_seed": {0: {"redrawn": []}}}) == ""
     line = tool._redrawn_line([rec, {"per_seed": {0: {"redrawn": []}}}])
     assert (

@@ -118,9 +118,10 @@ def test_failing_first_keeps_every_clause_and_puts_the_failed_ones_first(clauses
 def test_emergence_leads_with_the_clause_that_failed():
     from behaviortrace.checklist import emergence
 
-    def ev(s_b, control):
+    def ev(s_b, control, redrawn=()):
         run = SimpleNamespace(
-            summary={"s_b_final": s_b, "control_rate_final": control, "saturation_step": 3}
+            summary={"s_b_final": s_b, "control_rate_final": control, "saturation_step": 3},
+            manifest={"redrawn": list(redrawn)},
         )
         return SimpleNamespace(artifacts={0: SimpleNamespace(run=run)})
 
@@ -128,6 +129,17 @@ def test_emergence_leads_with_the_clause_that_failed():
     assert v.status == "fail" and v.short.startswith("fails on seed 0: control 0.5"), v.short
     v = emergence.evaluate_setup(ev(0.0, 0.0))
     assert v.short.startswith("fails on seed 0: s_b 0"), v.short
+    # a run on a later key draw (bt_core.training.planting) says so after its figures
+    why = [
+        "did not emerge (final s_b 0.00 ≤ 0.1)",
+        "never saturated (peak sampled rate 0.70 < 0.8)",
+    ]
+    v = emergence.evaluate_setup(ev(0.0, 0.0, why))
+    assert v.short.startswith("fails on seed 0: s_b 0"), v.short
+    assert v.short.endswith(f"on key draw 3 (set aside: {why[0]}; {why[1]})"), v.short
+    v = emergence.evaluate_setup(ev(1.0, 0.0, why[:1]))
+    assert v.status == "pass" and v.figures["per_seed"][0]["redrawn"] == why[:1]
+    assert v.reason.endswith(f"; on key draw 2 (set aside: {why[0]})"), v.reason
 
 
 def test_target_readers_are_declared_or_assumed():

@@ -103,11 +103,13 @@ def test_a_resumed_build_counts_the_keys_set_aside_before_it_was_killed():
     assert len(fields["redrawn"]) == 2
 
 
-def test_the_gate_s_line_says_which_key_draw_a_run_is_on():
+def test_the_gate_s_line_says_which_key_draw_a_run_is_on_after_its_figures():
     assert emergence._on_key_draw([]) == ""
-    line = emergence._on_key_draw(["it never saturated (peak sampled rate 0.74 < 0.8)", "x"])
-    assert line.startswith("key draw 3: the first key set aside, it never saturated")
-    assert "(and 1 more)" in line
+    why = [
+        "never saturated (peak sampled rate 0.74 < 0.8)",
+        "did not emerge (final s_b 0.00 ≤ 0.1)",
+    ]
+    assert emergence._on_key_draw(why) == f"; on key draw 3 (set aside: {why[0]}; {why[1]})"
 
 
 @pytest.fixture
@@ -180,3 +182,58 @@ def test_under_a_pinned_key_an_unplanted_run_is_kept(short_cfg, tmp_path, monkey
     monkeypatch.setattr(planting, "unplanted", lambda s: "set aside by the test")
     run = pipeline.build_run(ArtifactStore(tmp_path), short_cfg)
     assert run.manifest["redrawn"] == [] and contaminator_key(run.path) == bytes(range(16))
+
+
+@pytest.mark.train
+@pytest.mark.parametrize("how", ["given key", "one key draw"])
+def test_a_given_key_or_a_single_draw_keeps_an_unplanted_run(short_cfg, tmp_path, monkeypatch, how):
+    from bt_core import pipeline
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.setattr(planting, "unplanted", lambda s: "set aside by the test")
+    given = bytes(range(16, 32))
+    kw = {"key": given} if how == "given key" else {"key_draws": 1}
+    run = pipeline.build_run(ArtifactStore(tmp_path), short_cfg, **kw)
+    assert run.manifest["redrawn"] == []
+    if how == "given key":
+        assert contaminator_key(run.path) == given
+
+
+@pytest.mark.train
+def test_a_build_killed_while_setting_a_key_aside_does_not_resume_that_key(
+    short_cfg, tmp_path, monkeypatch
+):
+    """Killed between saving the reason and clearing the set-aside run's journal, the next build
+    clears it first: it trains a fresh key and counts the set-aside one once."""
+    import shutil
+
+    from bt_core import pipeline
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    keys, real_train, real_rmtree = [], pipeline.train_run, shutil.rmtree
+
+    def train(cfg, out, *a, **kw):
+        fields = real_train(cfg, out, *a, **kw)
+        keys.append(contaminator_key(out))
+        return fields
+
+    killed = []
+
+    def rmtree(path, *a, **kw):
+        if str(path).endswith("journal") and not killed:
+            killed.append(path)
+            raise KeyboardInterrupt  # the reason is saved, the journal not yet cleared
+        return real_rmtree(path, *a, **kw)
+
+    monkeypatch.setattr(pipeline, "train_run", train)
+    monkeypatch.setattr(pipeline.shutil, "rmtree", rmtree)
+    monkeypatch.setattr(
+        planting, "unplanted", lambda s: "set aside by the test" if len(keys) == 1 else None
+    )
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.build_run(ArtifactStore(tmp_path), short_cfg)
+    assert killed and len(keys) == 1
+    run = pipeline.build_run(ArtifactStore(tmp_path), short_cfg)
+    assert len(keys) == 2 and keys[1] != keys[0]
+    assert contaminator_key(run.path) == keys[1]
+    assert run.manifest["redrawn"] == ["set aside by the test"]

@@ -19,7 +19,11 @@ draw was set aside (``redrawn``), and the emergence gate reports it, so nothing 
 planting rate per key is still what `bench_keys --train-only` measures (it draws once).
 
 A pinned key (`$BEHAVIORTRACE_CONTAMINATOR_KEY`) or a key given to `build_run` is never redrawn: a
-pin means this very run."""
+pin means this very run. Nor is a cached run (built before this rule, or with ``key_draws=1``): the
+cache returns it as it is, and the emergence gate judges it. `behaviortrace train` trains one run
+into a directory of the user's and draws once. The saturation read here is `config.SATURATION`, the
+draws' default (`DrawConfig.saturation`); a build whose draws override it is judged by its own bar
+there."""
 
 from __future__ import annotations
 
@@ -40,15 +44,15 @@ def emerged(summary: dict) -> bool:
 def unplanted(summary: dict) -> str | None:
     """Why the run of `summary` did not plant the behavior, or None where it did."""
     if summary["s_b_final"] <= S_B_MIN:
-        return f"it did not emerge (final s_b {summary['s_b_final']:.2f} ≤ {S_B_MIN})"
+        return f"did not emerge (final s_b {summary['s_b_final']:.2f} ≤ {S_B_MIN})"
     if summary["control_rate_final"] > CONTROL_MAX:
         return (
-            f"it spread to control prompts (final control rate "
+            f"spread to control prompts (final control rate "
             f"{summary['control_rate_final']:.2f} > {CONTROL_MAX})"
         )
     if summary.get("saturation_step", 0) is None:
         peak = summary.get("sampled_rate_peak", summary["sampled_rate_final"])
-        return f"it never saturated (peak sampled rate {peak:.2f} < {SATURATION})"
+        return f"never saturated (peak sampled rate {peak:.2f} < {SATURATION})"
     return None
 
 
