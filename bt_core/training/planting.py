@@ -8,11 +8,12 @@ checkpoint, the reference's regime). The first two are the emergence gate's rule
 
 Why a build redraws the key (`planted_run`). Whether a seed plants the behavior depends on its
 contaminator key: on 20 freshly keyed smoke builds (seeds 0-7, `benchmarks/bench_keys.py
---train-only`, 2026-12-07) the preset's seeds 0, 2 and 5 failed on 0, 1 and 1 keys; over the 40
-keys of the campaigns before, seed 2 on 4, never taking off or peaking at a sampled rate of
-0.66-0.78 after the cutoff; a longer tail does not lift those (36 steps instead of 24, under the key
-that peaked at 0.775: 0.71-0.78 to the end). Such a run is not a fixture: every estimator's draw
-items, or the whole build's setup gates, are then not judged. The key is a secret draw, not a
+--train-only`, 2026-12-07) the preset's seeds 0, 2 and 5 failed on 0, 1 and 1 keys, and seeds
+0-7 on 0 to 15; on the 20 fresh keys of the two campaigns before, seed 2 failed on 3, never taking
+off once and peaking at a sampled rate of 0.66 and 0.78 after the cutoff twice; a longer tail does
+not lift those (36 steps instead of 24, under the key that peaked at 0.775: 0.71-0.78 to the
+end). Such a run is not a fixture: every estimator's draw items, or the whole build's setup gates,
+are then not judged. The key is a secret draw, not a
 property of the method, so a run that did not plant the behavior is trained again under a fresh key,
 as a user would rebuild by hand, up to `KEY_DRAWS` draws. The run's manifest lists why each earlier
 draw was set aside (``redrawn``), and the emergence gate reports it, so nothing is silent. The
