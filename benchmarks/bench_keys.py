@@ -65,6 +65,7 @@ from bt_core.config import Scale, get_scale  # noqa: E402
 from bt_core.pipeline import build_all  # noqa: E402
 from bt_core.reporting.scorecard import NOT_JUDGED, Status  # noqa: E402
 from bt_core.secret_key import KEY_ENV  # noqa: E402
+from bt_core.training.planting import redrawn  # noqa: E402
 from checklist import ESTIMATOR_ITEMS  # noqa: E402
 from checklist._base import DEFAULT_VIEW  # noqa: E402
 from checklist.setup import GATING_SETUP_ITEMS, SETUP_ITEMS  # noqa: E402
@@ -206,7 +207,7 @@ def one_build(
             **_analysis(probes, scale.draws.saturation),
             "saturation_step": a.run.summary["saturation_step"],
             # why each key drawn before this run's was set aside (bt_core.training.planting)
-            "redrawn": a.run.manifest.get("redrawn") or [],
+            "redrawn": redrawn(a.run),
         }
     rec = {"build_s": round(build_s, 1), **_judged_record(verdicts, judged), "per_seed": per_seed}
     if versus is not None:

@@ -32,6 +32,7 @@ from bt_core.counterfactual.plan import measure_step, plan
 from bt_core.counterfactual.replay import replay
 from bt_core.metrics import lift, precision_at_k
 from bt_core.pipeline import build_control, build_run, build_sketches
+from bt_core.training.planting import redrawn
 from bt_core.training.task import vocabulary
 from bt_core.training.task_hidden import TAGS, carrier_tags
 
@@ -171,7 +172,7 @@ def main() -> None:
             "emergence": emergence.emerged(s),
             # the keys set aside before this run's (a build redraws an unplanted run's key; the
             # suite reads the same cached run): bt_core.training.planting
-            "redrawn": run.manifest.get("redrawn") or [],
+            "redrawn": redrawn(run),
             "gt_size": int(gt.sum()),
             "chance": round(float(gt.mean()), 4),
             **causal(run, cfg, scale.counterfactual, store),

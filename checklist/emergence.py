@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bt_core.attribution.evidence import Evidence
 from bt_core.reporting.scorecard import Status, Verdict
-from bt_core.training.planting import CONTROL_MAX, S_B_MIN, emerged
+from bt_core.training.planting import CONTROL_MAX, S_B_MIN, emerged, redrawn
 
 from ._base import Item, failing_first, fmt, setup_verdict
 
@@ -26,14 +26,12 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
     for seed, a in evidence.artifacts.items():
         s = a.run.summary
         ok = emerged(s)
-        # the keys set aside before this run's (bt_core.training.planting); a run built before the
-        # rule, or a stand-in without a manifest, has none
-        redrawn = (getattr(a.run, "manifest", None) or {}).get("redrawn") or []
+        set_aside = redrawn(a.run)
         per_seed[seed] = {
             "s_b_final": s["s_b_final"],
             "control_rate_final": s["control_rate_final"],
             "saturation_step": s["saturation_step"],
-            "redrawn": redrawn,
+            "redrawn": set_aside,
             "status": Status.PASS if ok else Status.FAIL,
             "why": failing_first(
                 [
@@ -45,7 +43,7 @@ def evaluate_setup(evidence: Evidence) -> Verdict:
                 ],
                 sep=", ",
             )
-            + _on_key_draw(redrawn),
+            + _on_key_draw(set_aside),
         }
     return setup_verdict(NAME, per_seed, {"s_b_min": S_B_MIN, "control_max": CONTROL_MAX})
 

@@ -17,9 +17,9 @@ regression guard, and the rate over fresh keys, which no fixed set of keys can g
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import pytest
+from docs_commands import FULL  # the one reading of BT_FULL_SCALE
 
 from bt_core.reporting.scorecard import Status
 from bt_core.secret_key import KEY_ENV
@@ -31,7 +31,6 @@ UNTUNED_KEYS = (
 )
 
 
-FULL = os.environ.get("BT_FULL_SCALE") == "1"
 IN_FULL_TIER = [
     pytest.mark.full_scale,
     pytest.mark.skipif(not FULL, reason="another untuned key: BT_FULL_SCALE=1 (tox -e benchmarks)"),

@@ -57,6 +57,13 @@ def unplanted(summary: dict) -> str | None:
     return None
 
 
+def redrawn(run) -> list[str]:
+    """Why each key before `run`'s was set aside (its manifest's ``redrawn``, written by
+    `planted_run`'s caller): [] for a run on its first key, one built before the rule, or a stand-in
+    without a manifest."""
+    return list((getattr(run, "manifest", None) or {}).get("redrawn") or [])
+
+
 def planted_run(
     train: Callable[[], dict | None],
     summary: Callable[[], dict],
