@@ -568,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(kept)} builds whose gates held were judged"
             + "".join(f"\n  {n} not judged on {len(w)}: {w[0]}" for n, w in bad.items())
         )
+    _patterns_summary(records, args.estimator)
     print(
         f"\nevery setup gate held on {held} of {len(records)} freshly keyed {scale.name} builds "
         f"(cold build median {times[len(times) // 2]:.0f} s, max {times[-1]:.0f} s)"
@@ -577,6 +578,39 @@ def main(argv: list[str] | None = None) -> int:
         _versus_summary(records, args)
     _write_json(args, scale, seeds, records)
     return 0
+
+
+PATTERN_MARK = {"pass": "P", "fail": "F", "invalid-setup": "I", "error": "E", "declined": "D"}
+
+
+def patterns(records: list[dict], estimators: list[str]) -> dict[str, dict[str, int]]:
+    """estimator → {verdict pattern: builds}: the six estimator items' statuses in display order
+    as one string ("PPFPFF": pass, fail, I invalid-setup, E error, D declined), on the builds whose
+    gates held (issue 61: how many distinct patterns the methods and controls show)."""
+    order = [i.name for i in ESTIMATOR_ITEMS]
+    out: dict[str, dict[str, int]] = {}
+    for r in records:
+        if not r["held"]:
+            continue
+        for e in estimators:
+            st = r["items"].get(e) or {}
+            key = "".join(PATTERN_MARK.get(st.get(n, ""), "?") for n in order)
+            out.setdefault(e, {})
+            out[e][key] = out[e].get(key, 0) + 1
+    return out
+
+
+def _patterns_summary(records: list[dict], estimators: list[str]) -> None:
+    pats = patterns(records, estimators)
+    if not pats:
+        return
+    order = " ".join(i.name for i in ESTIMATOR_ITEMS)
+    print(f"\nverdict patterns (builds whose gates held; items in order: {order}):")
+    for e, c in pats.items():
+        ranked = sorted(c.items(), key=lambda x: -x[1])
+        print(f"  {e}: " + ", ".join(f"{k} ×{n}" for k, n in ranked))
+    distinct = {k for c in pats.values() for k in c}
+    print(f"{len(distinct)} distinct verdict patterns over {len(pats)} estimators")
 
 
 def _draws_note(rec: dict) -> str:

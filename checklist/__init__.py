@@ -34,11 +34,18 @@ ESTIMATOR_ITEMS: tuple[Item, ...] = (
 )
 ITEMS: tuple[Item, ...] = SETUP_ITEMS + ESTIMATOR_ITEMS
 
+# The version of the items' rules, written into every scorecard (`rules`): a verdict judged under
+# other rules is not comparable, and --scorecard-compare refuses its baseline
+# (`bt_core.reporting.compare`). 2: issue 61, one question per item (counterfactual no longer makes
+# magnitude_control's paired comparison with the controls). A scorecard without it is of rules 1.
+RULES = 2
+
 __all__ = [
     "ADVISORY_SETUP_ITEMS",
     "ESTIMATOR_ITEMS",
     "GATING_SETUP_ITEMS",
     "ITEMS",
+    "RULES",
     "SETUP_ITEMS",
     "TARGET_SETUP_ITEMS",
     "Item",

@@ -64,6 +64,11 @@ from bt_core.attribution.problem import AttributionProblem, row_norms
 from ._memo import memo
 
 SURFACE = "surface"
+# the estimator item aimed at each built-in control's confound (issue 61): the control must fail it
+# (tests/test_meta.py); an item whose question a target-free score answers, it may pass — the
+# signed update size carries causal signal, so a gradient-size score can pass counterfactual. The
+# scorecard's controls row says so (`bt_core.reporting.summary.ROLE_TITLES`)
+AIMED = {"norm_only": "magnitude_control", "fluency": "fluency_control", "random": "counterfactual"}
 
 
 def _per_step(problem_step: AttributionProblem, rollout_values: np.ndarray) -> np.ndarray:

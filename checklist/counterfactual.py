@@ -101,20 +101,29 @@ absorbs the rest. Default, M = 32: 1.00 [1.00, 1.00], 0.93 [0.83, 0.97], 1.00, 1
 0.50 on seeds 0–3; docs/counterfactual.md has the table): the rule now separates the exact influence
 from its approximations, where the removal rule had let the controls tie it.
 
-Rule, on every seed, on the judged subsets:
+**The question** (issue 61: one question per item): *does the method carry causal signal at all?*
+Rule, on every seed, on the judged subsets: the 95% bootstrap CI over subsets (N_BOOT = 2000
+percentile resamples of the M subsets) of the estimator's LDS has its lower bound > 0. Reported
+beside it, not judged here: the LDS of every target-free control and of the surface baseline, the
+ceiling (`metagrad`'s LDS on the same subsets) and each LDS as a share of it.
 
-* the 95% bootstrap CI over subsets (N_BOOT = 2000 percentile resamples of the M subsets) of the
-  estimator's LDS has its lower bound > 0, and
-* paired against every target-free control (`controls.CONTROL_NAMES`: advantage, signed_norm,
-  norm_only) and the surface baseline (behavior text × sign(A)), the 95% CI of the LDS *difference*,
-  over the same resample indices, has its lower bound > 0.
+*Why this item no longer compares with the controls* (issue 61). Until then the rule also required
+the paired CI of the LDS difference against every control and the surface baseline above 0, and
+`magnitude_control`'s causal form was that same paired comparison without the first clause: the two
+columns gave the same reason in every row ("loses to norm_only by 0.34") and passed or failed
+together on every estimator measured (19 degraded copies of the ideal at default). The paired
+comparison is now `magnitude_control`'s alone, the share of the room `headroom`'s, and this item
+asks the first rung of the ladder: is there any causal signal in the ranking? The three are nested
+on the stream (counterfactual ⊂ magnitude_control ⊂ headroom, roughly: beating the controls does
+not imply an LDS above 0 where every control's is below it) and each reason names its own
+comparison, so a method learns how far up it got. A target-free score may pass this item:
+the signed update size A·‖e‖ does carry causal signal (a rollout with a larger, positively
+weighted update moves the measure more). That is expected, and the item aimed at it,
+`magnitude_control`, fails it. The gate, all six items together, is as strict as before: its
+clauses are the old ones redistributed.
 
-A control compared with itself differs by exactly 0 in every resample (lower bound 0, not > 0): the
-rule fails it without a special case. The **ceiling** beside every verdict is `metagrad`'s own LDS
-on the same subsets, and each LDS is also shown as a share of it; the reported subsets (local
-removals, half window) are shown the same way. The oracle (GT counts) is not a perfect LDS
-predictor: a subset's GT count ignores every other rollout's effect, and a random subset holds about
-its share of GT.
+The oracle (GT counts) is not a perfect LDS predictor: a subset's GT count ignores every other
+rollout's effect, and a random subset holds about its share of GT.
 """
 
 from __future__ import annotations
@@ -133,13 +142,17 @@ from ._common import level_scores, seed_verdict
 from ._memo import memo
 
 NAME = "counterfactual"
-TITLE = "scores predict what replaying the stream without a subset does (LDS), beyond every control"
+TITLE = (
+    "carries causal signal: its scores predict what replaying the stream with a subset "
+    "down-weighted does (LDS CI above 0)"
+)
 N_BOOT = 2000  # bootstrap resamples of the subsets
 ALPHA = 0.05  # two-sided: 95% percentile intervals
 # the resample indices (shared by every estimator and control: differences are paired)
 BOOT_SEED = 0xD5
 BASELINES = (*controls.CONTROL_NAMES, controls.SURFACE)
-MARGIN = "Δ LDS over the control (paired bootstrap 95% CI over subsets)"
+MARGIN = "LDS above chance, 0 (bootstrap 95% CI over subsets)"
+CHANCE = "chance (LDS 0)"  # the one comparison of its rule (issue 61)
 JUDGED = "reweight"  # plan prefix of the judged subsets (local subsets at weight 1 − δ, float64)
 REPORTED = {"local": "local_removal", "lds": "half_window"}  # reported prefix → its figures' key
 CEILING = "metagrad"
@@ -316,7 +329,30 @@ def reported(evidence: Evidence, seed: int, scores: np.ndarray, prefix: str) -> 
     }
 
 
-def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
+def estimator_lds(spec: EstimatorSpec, evidence: Evidence, seed: int) -> dict:
+    """The estimator's LDS on the seed's judged subsets, measured once and shared (memoized) by the
+    items that ask their own question of it: ``lds``, ``boot`` (its resamples, paired with
+    `baseline_figures`' by BOOT_SEED), ``level`` and ``n_subsets``; ``lds`` NaN (and no ``boot``)
+    where its prediction is the same for every subset. None where the seed has no judged subsets;
+    raises EstimatorFailure."""
+
+    def run() -> dict | None:
+        data = subsets(evidence, seed)
+        if data is None:
+            return None
+        x, y = data
+        scores, level = level_scores(spec, evidence, seed, "rollout")
+        out = {"level": level, "n_subsets": int(y.size), "scores": scores}
+        if np.ptp(subset_sums(x, scores)) == 0:
+            return {**out, "lds": float("nan")}
+        lds, boot = _lds(evidence, seed, JUDGED, scores)
+        return {**out, "lds": float(lds[0]), "boot": boot[0]}
+
+    return memo(evidence, ("lds-estimator", spec.key, seed), run)
+
+
+def unjudged(evidence: Evidence, seed: int) -> dict | None:
+    """Why no estimator can be judged on the seed's replays (invalid-setup), or None."""
     data = subsets(evidence, seed)
     if data is None:
         return {
@@ -324,72 +360,73 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
             "why": f"no {JUDGED}_<i> counterfactual replays were built for this seed "
             "(a cache built by an older plan?)",
         }
-    x, y = data
-    if np.ptp(y) == 0:
+    if np.ptp(data[1]) == 0:
         return {
             "status": Status.INVALID_SETUP,
             "why": "every subset's replay measured the same behavior",
         }
-    # native, or step scores broadcast
-    scores, level = level_scores(spec, evidence, seed, "rollout")
-    pred = subset_sums(x, scores)
-    if np.ptp(pred) == 0:  # e.g. a method that scores only steps outside the trained window
+    return None
+
+
+def constant(e: dict) -> str:
+    """The reason of a prediction that is the same for every subset (no LDS)."""
+    return (
+        f"its prediction is the same for all {e['n_subsets']} subsets: it gives the trained "
+        "window's rollouts no ranking (LDS undefined)"
+    )
+
+
+def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int = 0) -> dict:
+    bad = unjudged(evidence, seed)
+    if bad is not None:
+        return bad
+    e = estimator_lds(spec, evidence, seed)
+    level = e["level"]
+    if e["lds"] != e["lds"]:  # e.g. a method that scores only steps outside the trained window
         return {
             "lds": float("nan"),
             "level": level,
-            "n_subsets": int(y.size),
+            "n_subsets": e["n_subsets"],
             "margin": float("nan"),
             "chance_margin": float("nan"),
             "status": Status.FAIL,
-            "why": (
-                f"its prediction is the same for all {y.size} subsets: it gives the trained "
-                "window's rollouts no ranking (LDS undefined)"
-            ),
+            "why": constant(e),
         }
-    lds, boot = _lds(evidence, seed, JUDGED, scores)
-    lo, hi = percentile_ci(boot[0], ALPHA)
+    scores, lds = e["scores"], e["lds"]
+    lo, hi = percentile_ci(e["boot"], ALPHA)
     base = baseline_figures(evidence, seed)
     lin = linearity(evidence, seed)
-    diffs = {b: percentile_ci(boot[0] - base["boot"][i], ALPHA) for i, b in enumerate(BASELINES)}
-    beaten = {b: d[0] > 0 for b, d in diffs.items()}
-    ok = lo > 0 and all(beaten.values())
-    lost = [b for b, v in beaten.items() if not v]
+    ok = lo > 0
     ceil = base["ceiling"]
     why = (
-        f"LDS {fmt(float(lds[0]))} [{fmt(lo)}, {fmt(hi)}] over {y.size} reweighted subsets "
+        f"LDS {fmt(lds)} [{fmt(lo)}, {fmt(hi)}] over {e['n_subsets']} reweighted subsets "
         f"({level}"
         + (f"; δ = {lin['judged_delta']:g}, {linearity_phrase(lin)}" if lin else "")
-        + "), "
-        f"{fmt(_share(float(lds[0]), ceil))} of the ceiling (metagrad {fmt(ceil)}); "
+        + "): "
+        + ("CI above 0" if ok else "CI lower ≤ 0, no causal signal shown")
+        + f"; {fmt(_share(lds, ceil))} of the ideal (metagrad {fmt(ceil)}); reported: "
         + ", ".join(f"{b} {fmt(base['lds'][b])}" for b in BASELINES)
-        + (f"; not beaten (paired CI): {', '.join(lost)}" if lost else "")
     )
     return {
-        "lds": float(lds[0]),
+        "lds": lds,
         "ci": [lo, hi],
         "level": level,
-        "n_subsets": int(y.size),
+        "n_subsets": e["n_subsets"],
         "linearity": lin,
-        "diff_ci": {b: list(d) for b, d in diffs.items()},
         "baselines_lds": base["lds"],
         "baselines_ci": {b: list(c) for b, c in base["ci"].items()},
         "ceiling": ceil,
         "ceiling_ci": base["ceiling_ci"],
         "ceiling_features": f"{CEILING}'s LDS on the same subsets",
-        "share": _share(float(lds[0]), ceil),
+        "share": _share(lds, ceil),
         "baselines_share": {b: _share(v, ceil) for b, v in base["lds"].items()},
         **{key: reported(evidence, seed, scores, prefix) for prefix, key in REPORTED.items()},
         "margin": lo,
-        "chance_margin": float(lds[0]),
-        "versus": {
-            "LDS 0": {"value": float(lds[0]), "ci": [lo, hi]},
-            **{
-                b: {"value": float(lds[0]) - base["lds"][b], "ci": list(diffs[b])}
-                for b in BASELINES
-            },
-        },
+        "chance_margin": lds,
+        "versus": {CHANCE: {"value": lds, "ci": [lo, hi]}},
         "status": Status.PASS if ok else Status.FAIL,
         "why": why,
+        "short": "" if ok else f"LDS CI [{fmt(lo)}, {fmt(hi)}] does not lie above 0",
     }
 
 
@@ -420,7 +457,8 @@ CAPTION = (
     "does to the behavior: the subsets' first-order influence. Right of the dashed 0 line is "
     "better than no information. "
     "The grey band holds the controls, the surface baseline and the ceiling (metagrad, the exact "
-    "derivative); a pass needs the CI above 0 and the paired CI above every control."
+    "derivative); a pass needs the CI above 0 (beating the controls is magnitude_control's "
+    "question, taking half the room to the ideal headroom's)."
 )
 TABLE = "Counterfactual LDS (Spearman of summed scores vs replayed ΔNLL over reweighted subsets)"
 AXIS = "LDS: Spearman(summed scores of a reweighted subset, replayed Δ behavior NLL)"

@@ -90,7 +90,7 @@ from bt_core.reporting.scorecard import FAIL_FIRST, Status, Verdict, worst_statu
 
 from . import counterfactual
 from ._base import CAUSAL, REFERENCE, Item, fmt
-from ._common import level_scores, seed_result, seed_verdict
+from ._common import level_scores, seed_verdict
 from ._memo import memo
 
 NAME = "headroom"
@@ -308,19 +308,14 @@ def causal_room(evidence: Evidence, seed: int) -> dict:
 
 def causal_seed(spec: EstimatorSpec, evidence: Evidence, seed: int) -> dict:
     """The seed's verdict in the causal view (module docstring): the share of the room between the
-    floor and the ideal that the method's LDS takes, on counterfactual's per-seed result (shared,
-    not recomputed)."""
+    floor and the ideal that the method's LDS takes (counterfactual's measurement, shared, not
+    recomputed)."""
     nan = float("nan")
-    c = seed_result(counterfactual.NAME, counterfactual.evaluate_seed, spec, evidence, seed)
     # every return names its own comparisons (none here): the reference's stay in its view
-    if c["status"] == Status.INVALID_SETUP or "lds" not in c:
-        return {
-            "status": c["status"],
-            "why": c["why"],
-            "margin": nan,
-            "chance_margin": nan,
-            "versus": {},
-        }
+    bad = counterfactual.unjudged(evidence, seed)
+    if bad is not None:
+        return {**bad, "margin": nan, "chance_margin": nan, "versus": {}}
+    c = counterfactual.estimator_lds(spec, evidence, seed)  # the LDS, measured once
     room = causal_room(evidence, seed)
     if not room["valid"]:
         return {
@@ -336,7 +331,7 @@ def causal_seed(spec: EstimatorSpec, evidence: Evidence, seed: int) -> dict:
             "versus": {},
             "room": room,
             "status": Status.FAIL,
-            "why": c["why"],
+            "why": counterfactual.constant(c),
             "margin": nan,
             "chance_margin": nan,
         }

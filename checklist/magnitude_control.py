@@ -3,13 +3,20 @@
 The question: does the method predict what taught the behavior better than gradient size and the
 other target-free controls? It has two views (issue 48; `_base.VIEWS`).
 
-**The causal view** (gating by default). The truth is the replayed counterfactual on the stream,
-and the rule is `counterfactual`'s paired comparison, used under this item's name and not copied:
-on every seed, the 95% CI of LDS(estimator) − LDS(control) over the same subset resamples lies above
-0 for every target-free control (advantage, signed_norm, norm_only) and the surface baseline. The
-per-seed result is counterfactual's own (shared, not recomputed); counterfactual adds its own
-clause (the LDS CI above 0). The margin that seed_variance spreads is the share of the room the
-method takes: (LDS − the strongest control's LDS) ÷ (the ceiling's LDS − the strongest control's),
+**The question** (issue 61: one question per item, each with its own comparison): *does the
+method predict what taught the behavior better than every score it could have without the target
+or the gradient's direction — the advantage, the gradient's size and the reply's text?*
+
+**The causal view** (gating by default). The truth is the replayed counterfactual on the stream:
+the LDS that `counterfactual` measures (its per-seed measurement is shared, not recomputed). The
+comparison is this item's alone: on every seed, the 95% CI of LDS(estimator) − LDS(control) over
+the same subset resamples lies above 0 for every target-free control (advantage, signed_norm,
+norm_only) and the surface baseline. `counterfactual` asks only whether the LDS lies above 0 (it
+reports these controls' LDS, it does not judge them), and `headroom` how much of the room between
+the strongest of them and the ideal the method takes; until issue 61 `counterfactual` also made
+this paired comparison, and the two columns could not disagree.
+The margin that seed_variance spreads is the share of the room the method takes: (LDS − the
+strongest control's LDS) ÷ (the ceiling's LDS − the strongest control's),
 the ceiling being `metagrad` on the same subsets; NaN where the controls leave no room. Not the raw
 LDS difference: the controls' LDS moves from seed to seed (−0.36 to 0.55 on one smoke build) while
 the ceiling's stays at 1.0, so the raw difference spreads with the fixture, not the method, and its
@@ -36,14 +43,23 @@ Where even the ceiling cannot, no method can, and the comparison is reported ("n
 it" — the P1/P2 situation of a control at or near the ceiling), not judged. Reported beside it, per
 seed and level: precision, lift, chance and ceiling (the reference's tables).
 
-Why the surface baseline gates here. The stream's GT is visible in the text (an early, rewarded
-reply that shows the behavior): "behavior string present × sign(A)", with no gradient and no target,
-reaches lift 11–12× at rollout level on the default fixture, above every gradient method. A method
-that does not rank the planted cause better than that reading of the reply has not shown attribution
-on this item, so the text is one of the controls a pass must beat (the product's rule: every item is
-judged against the strongest control a method could have without the target or the gradient — the
-advantage, the gradient's size, the reply's text). On draws the surface baseline is the label itself
-and cannot gate (nothing beats it); `fluency_control` reports it. A smarter text heuristic (trigger
+Why the surface baseline gates here, and not in `fluency_control` (issue 61 asked which). The
+stream's GT is visible in the text (an early, rewarded reply that shows the behavior): "behavior
+string present × sign(A)", with no gradient and no target, reaches lift 11–12× at rollout level on
+the default fixture, above every gradient method. It is a score of the training rollouts built from
+what the trainer logged — the reply and the sign of its advantage — so it is one more target-free
+reading of the stream, of the same kind as the advantage (whose sign it carries) and the gradient's
+size, and it is compared with the method in the same unit (the LDS, paired over the same
+resamples). Kept here, each view of this item asks one question of the same set of readings; moved
+to a stream clause of `fluency_control`, that item would ask two unrelated things (the draws'
+fluency confound, among siblings that share a prompt and an advantage, and a stream comparison no
+draw figure enters) and its reason could not name one comparison. `fluency_control` keeps the text
+where the text is its confound: on draws, where it gates on the surface baseline against the causal
+label. A method that does not rank the planted cause better than that reading of the reply has not
+shown attribution on this item (the product's rule: every item is judged against the strongest
+control a method could have without the target or the gradient — the advantage, the gradient's
+size, the reply's text). On draws the surface baseline is the reference's label itself and cannot
+gate there (nothing beats it); `fluency_control` reports it. A smarter text heuristic (trigger
 ∧ behavior ∧ rewarded, earliest first) comes close to the ceiling on this fixture: label-scored
 items cannot tell such reading from attribution, which is why the causal check scores methods
 against retraining.
@@ -84,7 +100,7 @@ from bt_core.reporting.scorecard import Status, Verdict, clean
 
 from . import controls, counterfactual
 from ._base import CAUSAL, REFERENCE, Item, fmt
-from ._common import level_scores, seed_result, seed_verdict
+from ._common import level_scores, seed_verdict
 from ._memo import memo
 
 NAME = "magnitude_control"
@@ -99,6 +115,7 @@ _PACKAGE = Path(__file__).resolve().parent  # the checklist's source, in the kep
 ALPHA = 0.05  # two-sided; the CI's lower bound of (estimator − control) must exceed 0
 LEVELS = ("rollout", "step")
 MARGIN = "Δ precision@|GT| over the control (paired bootstrap 95% CI)"
+CAUSAL_MARGIN = "Δ LDS over the control (paired bootstrap 95% CI over subsets)"
 
 
 def _setup(evidence: Evidence, seed: int) -> dict:
@@ -217,43 +234,49 @@ def _level_why(level: str, f: dict) -> str:
 
 
 def _causal_view(spec: EstimatorSpec, evidence: Evidence, seed: int) -> dict:
-    """The seed's verdict in the causal view: `counterfactual`'s paired comparisons of the LDS
-    against every target-free control and the surface baseline, on the same replays and resamples
-    (its per-seed result, shared, not recomputed), without its own clause (LDS CI above 0)."""
-    c = seed_result(counterfactual.NAME, counterfactual.evaluate_seed, spec, evidence, seed)
-    vs = {n: v for n, v in (c.get("versus") or {}).items() if n in counterfactual.BASELINES}
-    entry = {"causal_lds": c.get("lds", float("nan")), "versus": vs}
-    if c["status"] == Status.INVALID_SETUP or "lds" not in c:
+    """The seed's verdict in the causal view: the paired bootstrap CI of LDS(estimator) −
+    LDS(control), over the same subset resamples, against every target-free control and the surface
+    baseline (module docstring). The LDS is `counterfactual`'s measurement (shared, not recomputed);
+    the comparison is this item's own."""
+    nan = float("nan")
+    bad = counterfactual.unjudged(evidence, seed)
+    if bad is not None:
+        return {**bad, "margin": nan, "chance_margin": nan, "versus": {}}
+    e = counterfactual.estimator_lds(spec, evidence, seed)
+    if e["lds"] != e["lds"]:  # a constant prediction: no LDS, nothing to compare
         return {
-            **entry,
-            "status": c["status"],
-            "why": c["why"],
-            "margin": float("nan"),
-            "chance_margin": float("nan"),
-        }
-    if c["lds"] != c["lds"]:  # a constant prediction: no LDS (counterfactual's own reason)
-        return {
-            **entry,
+            "causal_lds": nan,
             "status": Status.FAIL,
-            "why": c["why"],
-            "margin": float("nan"),
-            "chance_margin": float("nan"),
+            "why": counterfactual.constant(e),
+            "margin": nan,
+            "chance_margin": nan,
+            "versus": {},
         }
-    lost = [n for n, v in vs.items() if not v["ci"][0] > 0]
-    best = float(np.nanmax([c["baselines_lds"][n] for n in vs]))  # the strongest control's LDS
-    room = c["ceiling"] - best
+    base = counterfactual.baseline_figures(evidence, seed)
+    names = counterfactual.BASELINES
+    diffs = {n: percentile_ci(e["boot"] - base["boot"][i], ALPHA) for i, n in enumerate(names)}
+    vs = {n: {"value": e["lds"] - base["lds"][n], "ci": list(diffs[n])} for n in names}
+    lost = [n for n in names if not diffs[n][0] > 0]
+    best = float(np.nanmax([base["lds"][n] for n in names]))  # the strongest control's LDS
+    room = base["ceiling"] - best
     return {
-        **entry,
+        "causal_lds": e["lds"],
+        "versus": vs,
+        "diff_ci": {n: list(d) for n, d in diffs.items()},
         "status": Status.FAIL if lost else Status.PASS,
         # the share of the room between the strongest control and the ceiling that the method
         # takes (seed_variance spreads it; module docstring, "The causal view")
-        "margin": (c["lds"] - best) / room if room > 0 else float("nan"),
+        "margin": (e["lds"] - best) / room if room > 0 else nan,
         "room": room,
-        "chance_margin": c["lds"],
+        "chance_margin": e["lds"],
         "why": (
-            f"LDS {fmt(c['lds'])} on the replayed truth vs "
-            + ", ".join(f"{n} {fmt(c['baselines_lds'][n])}" for n in vs)
-            + (f": not beaten (paired CI): {', '.join(lost)}" if lost else ": beats every control")
+            f"LDS {fmt(e['lds'])} on the replayed truth vs "
+            + ", ".join(f"{n} {fmt(base['lds'][n])}" for n in names)
+            + (
+                f": not beaten (paired CI of the difference): {', '.join(lost)}"
+                if lost
+                else ": beats every control (paired CI of the difference above 0)"
+            )
         ),
         "short": f"not beaten on replayed truth: {', '.join(lost)}" if lost else "",
     }
@@ -294,7 +317,7 @@ def evaluate(spec: EstimatorSpec, evidence: Evidence, view: str = CAUSAL) -> Ver
         spec,
         evidence,
         headline=HEADLINES,
-        margin={CAUSAL: counterfactual.MARGIN, REFERENCE: MARGIN}[view],
+        margin={CAUSAL: CAUSAL_MARGIN, REFERENCE: MARGIN}[view],
         view=view,
         extra={
             "n_boot": N_BOOT,

@@ -234,3 +234,26 @@ def test_a_redrawn_key_is_named_on_the_build_line_and_counted():
         line
         == f"3 of 4 seed runs planted the behavior on their first key; 1 key(s) set aside: {why}"
     )
+
+
+def test_verdict_patterns_are_counted_per_estimator_on_builds_whose_gates_held(capsys):
+    """Issue 61's figure: each estimator's six statuses as one string, counted over the builds whose
+    gates held, and the number of distinct patterns."""
+    tool = _tool()
+    six = [i.name for i in tool.ESTIMATOR_ITEMS]
+
+    def build(held, m_passes, c_status="fail"):
+        items = {
+            "m": {n: "pass" if n in m_passes else "fail" for n in six},
+            "c": {n: c_status for n in six},
+        }
+        return {"held": held, "items": items}
+
+    records = [build(True, six), build(True, six[:1]), build(False, ()), build(True, six, "error")]
+    pats = tool.patterns(records, ["m", "c"])
+    assert pats["m"] == {"PPPPPP": 2, "PFFFFF": 1}  # the build whose gates failed is left out
+    assert pats["c"] == {"FFFFFF": 2, "EEEEEE": 1}
+    tool._patterns_summary(records, ["m", "c"])
+    out = capsys.readouterr().out
+    assert "4 distinct verdict patterns over 2 estimators" in out
+    assert "m: PPPPPP ×2, PFFFFF ×1" in out

@@ -351,9 +351,33 @@ def test_counterfactual_discriminates(smoke_evidence_in_process):
     oracle = [cf.evaluate_seed(get("oracle"), ev, s)["lds"] for s in ev.seeds]
     rnd = [cf.evaluate_seed(get("random"), ev, s)["lds"] for s in ev.seeds]
     assert np.mean(oracle) > 0 and np.mean(oracle) > np.mean(rnd)
-    norm = cf.evaluate(get("norm_only"), ev)  # a control never beats itself (paired difference ≡ 0)
+    # counterfactual's one comparison is the LDS against chance (issue 61): its verdict is the sign
+    # of its CI's lower bound, whatever the controls' LDS
+    for s in ev.seeds:
+        f = cf.evaluate_seed(base, ev, s)
+        assert (f["status"] == "pass") == (f["ci"][0] > 0)
+        assert list(f["versus"]) == [cf.CHANCE]
+
+
+def test_magnitude_controls_causal_form_is_its_own_paired_comparison(smoke_evidence_in_process):
+    """magnitude_control's causal view compares the LDS with each control's over the same
+    resamples: a control never beats itself (paired difference ≡ 0), and the verdict is that
+    comparison's, whatever counterfactual's (issue 61)."""
+    from behaviortrace.checklist import counterfactual as cf
+    from behaviortrace.checklist import magnitude_control as mc
+    from behaviortrace.checklist._base import CAUSAL
+
+    from bt_core.attribution.catalog import get
+
+    ev = smoke_evidence_in_process
+    norm = mc.evaluate(get("norm_only"), ev, CAUSAL)
     assert norm.status == "fail"
-    assert all(f["diff_ci"]["norm_only"] == [0.0, 0.0] for f in norm.figures["per_seed"].values())
+    for f in norm.figures["per_seed"].values():
+        assert f["diff_ci"]["norm_only"] == [0.0, 0.0]
+        assert set(f["versus"]) == set(cf.BASELINES)
+    for s in ev.seeds:
+        f = mc.evaluate_seed(get("tracincp"), ev, s)["views"][CAUSAL]
+        assert (f["status"] == "pass") == all(lo > 0 for lo, _ in f["diff_ci"].values())
 
 
 def test_the_items_lds_table_row_and_shared_rows():

@@ -14,7 +14,7 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
-from behaviortrace.checklist import ESTIMATOR_ITEMS  # noqa: E402
+from behaviortrace.checklist import ESTIMATOR_ITEMS, RULES  # noqa: E402
 from behaviortrace.fixtures.options import EXIT_NOT_JUDGED, EXIT_REGRESSION  # noqa: E402
 
 import bt_core.reporting.render  # noqa: E402,F401
@@ -60,6 +60,7 @@ def _baseline(pytester, **changes) -> Path:
         "seeds": list(s.seeds),
         "config_hash": session_hash(s),
         "gate_view": "causal",
+        "rules": RULES,
         "records": [rec],
         **changes,
     }
@@ -116,6 +117,13 @@ def _hash_before_issue_47() -> str:
             (),
             "*baseline was written before the items had views (issue 48)*not comparable*Write a "
             "new baseline with this version (--scorecard=PATH)*",
+        ),
+        (
+            {"rules": DROP},
+            (),
+            "*baseline was judged under the checklist's rules 1 and this version judges under "
+            "rules 2 (issue 61: each item now asks its own question*not comparable*Write a new "
+            "baseline with this version (--scorecard=PATH)*",
         ),
         (
             {"gate_view": "reference"},

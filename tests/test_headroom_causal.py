@@ -76,19 +76,20 @@ NO_ROOM = {**headroom.room_figures(CONTROLS, 0.40, -0.1), "why": "no room: …"}
 
 
 @pytest.mark.parametrize(
-    ("counterfactual", "room", "status"),
+    ("measured", "room", "status"),
     [
         ({"status": "invalid-setup", "why": "no subsets"}, ROOM, "invalid-setup"),
-        ({"status": "fail", "why": "w", "lds": 0.99}, NO_ROOM, "invalid-setup"),
-        ({"status": "fail", "why": "constant", "lds": NAN}, ROOM, "fail"),
-        ({"status": "pass", "why": "w", "lds": 0.9}, ROOM, "pass"),
-        ({"status": "pass", "why": "w", "lds": 0.6}, ROOM, "fail"),
+        ({"lds": 0.99}, NO_ROOM, "invalid-setup"),
+        ({"lds": NAN}, ROOM, "fail"),
+        ({"lds": 0.9}, ROOM, "pass"),
+        ({"lds": 0.6}, ROOM, "fail"),
     ],
     ids=["no-subsets", "no-room", "no-lds", "most-of-the-room", "a-third-of-it"],
 )
-def test_a_causal_seed_is_judged_on_its_own_figures(monkeypatch, counterfactual, room, status):
-    """The causal seed's status follows counterfactual's result and the room, and it carries none
-    of the reference view's comparisons (they stay in that view)."""
+def test_a_causal_seed_is_judged_on_its_own_figures(monkeypatch, measured, room, status):
+    """The causal seed's status follows the measured LDS (counterfactual's measurement, not its
+    verdict) and the room, and it carries none of the reference view's comparisons (they stay in
+    that view)."""
     from behaviortrace.checklist._base import CAUSAL, REFERENCE
     from behaviortrace.checklist._common import in_view
 
@@ -99,8 +100,11 @@ def test_a_causal_seed_is_judged_on_its_own_figures(monkeypatch, counterfactual,
         "chance_margin": 0.5,
         "versus": {"the bar (rollout)": {"value": 0.2, "ci": None}},
     }
+    cf = headroom.counterfactual
+    bad = measured if "status" in measured else None
     monkeypatch.setattr(headroom, "reference_seed", lambda spec, ev, seed: dict(reference))
-    monkeypatch.setattr(headroom, "seed_result", lambda *a, **k: counterfactual)
+    monkeypatch.setattr(cf, "unjudged", lambda ev, seed: bad)
+    monkeypatch.setattr(cf, "estimator_lds", lambda spec, ev, seed: {**measured, "n_subsets": 24})
     monkeypatch.setattr(headroom, "causal_room", lambda ev, seed: room)
     r = headroom.evaluate_seed(None, None, 0)
     causal = in_view(r, CAUSAL)

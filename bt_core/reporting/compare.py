@@ -44,6 +44,21 @@ def _run_difference(baseline: dict, run: dict) -> str | None:
             f"{view} view; its statuses and headlines are not comparable. Write a new baseline "
             "with this version (--scorecard=PATH)"
         )
+    rules = run.get("rules")
+    if view is not None and rules is not None and baseline.get("rules", 1) != rules:
+        was = baseline.get("rules", 1)
+        return (
+            f"the baseline was judged under the checklist's rules {was} and this version judges "
+            f"under rules {rules}"
+            + (
+                " (issue 61: each item now asks its own question; counterfactual no longer "
+                "compares with the controls, magnitude_control alone does)"
+                if was == 1 and rules == 2
+                else ""
+            )
+            + "; the same scores can get other verdicts, so its statuses are not comparable. "
+            "Write a new baseline with this version (--scorecard=PATH)"
+        )
     if view is not None and baseline["gate_view"] != view:
         return (
             f"the baseline gated on the {baseline['gate_view']} view and this session on the "

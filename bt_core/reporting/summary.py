@@ -12,7 +12,12 @@ from bt_core.reporting.scorecard import RANK, ROLES, judged
 
 ROLE_TITLES = {
     "method": "methods",
-    "control": "controls (built-in, target-free)",
+    "control": (
+        "controls (built-in, target-free: each fails the item aimed at its confound — norm_only "
+        "magnitude_control, fluency fluency_control, random counterfactual; a pass elsewhere is "
+        "expected where a target-free score answers that item's question: gradient size carries "
+        "some causal signal)"
+    ),
     "validation": (
         "validation (reads the planted labels — not a method; it fails the items judged on causal "
         "truth by design: the labels are the reference's view, not the replayed truth)"

@@ -1,0 +1,60 @@
+"""Probes: estimators built to pass some checklist items and fail others, so that each column of the
+verdict grid is shown to ask its own question (issue 61, `tests/test_meta.py`).
+
+They are not adversaries (they do not try to pass the whole checklist) and not methods: each is
+the exact ideal (`metagrad`) or a target-free control where one item's question is answered, and
+something that cannot answer it where another is. Loaded by the suite as ``probes:ClassName``
+(this directory on the path). None reads the labels or anything `metagrad` does not read, besides
+the controls' own fields (the advantage, the sketches' norms, fluency).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bt_core.attribution.estimators.metagrad import MetaGrad
+from bt_core.attribution.registry import Estimator
+
+
+class SignedNorm(Estimator):
+    """The target-free control A·‖e‖ (the signed update size) judged as an estimator: it carries
+    causal signal on the stream (a larger, positively weighted update moves the measure more), so
+    it may pass `counterfactual`; it is one of the controls `magnitude_control` compares with, and
+    ties itself there."""
+
+    name = "signed_norm_probe"
+    levels = ("rollout",)
+    needs = ("weight", "emb")
+
+    def score(self, problem):
+        norm = np.linalg.norm(np.asarray(problem.emb, np.float64), axis=1)
+        return np.asarray(problem.weight, float) * norm
+
+
+class StreamIdealDrawFluency(MetaGrad):
+    """The exact ideal on the stream, fluency on the draws: every stream item's question is
+    answered, the draws' fluency confound is the whole score there."""
+
+    name = "stream_ideal_draw_fluency"
+    needs = (*MetaGrad.needs, "fluency")
+
+    def score(self, problem):
+        if problem.kind == "draw":
+            return np.asarray(problem.fluency, np.float64)
+        return super().score(problem)
+
+
+class DrawIdealStreamFlipped(MetaGrad):
+    """The exact ideal on the draws, its negation on the stream: the draws' questions are
+    answered, and on the stream it predicts the opposite of what the replays do."""
+
+    name = "draw_ideal_stream_flipped"
+
+    def score(self, problem):
+        s = super().score(problem)
+        return s if problem.kind == "draw" else -s
+
+
+PROBES = {
+    cls.name: cls.__name__ for cls in (SignedNorm, StreamIdealDrawFluency, DrawIdealStreamFlipped)
+}
