@@ -6,8 +6,9 @@ reference pitfall it guards against, and ending with its `Item`
   first.
   When a gating one fails, every estimator item reports invalid-setup; `in_context_targets` gates
   only the estimators that read targets (`behaviortrace.checklist.setup`).
-* Estimator items (`kind="estimator"`): parametrized over estimators, each judged against the
-  target-free controls and beside the surface baseline of `behaviortrace.checklist.controls`.
+* Estimator items (`kind="estimator"`): parametrized over estimators, each asking its own question
+  with its own comparison (issue 61; docs/items.md, "Six questions"), the target-free controls and
+  the surface baseline of `behaviortrace.checklist.controls` shown beside every one.
 
 The tuples below fix the display order (scorecard, terminal table, test ids). Thresholds are module
 constants of each item and are never tuned to make a built-in method pass.

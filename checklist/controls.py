@@ -35,8 +35,9 @@ that beats it ranks the GT better than this reading of the reply text and the ad
 better than every reading: a heuristic that also reads the trigger and the step comes close to the
 ceiling on this fixture. On draws nothing can beat it against the reference's label (it is that
 label); the draw items (fluency_control, draw_variance) therefore also judge against the causal
-label, where it is one reading among others and must be beaten. Counterfactual checks (the LDS item
-on the stream, the one-step effect on draws) are what separate attribution from surface reading.
+label, where it is one reading among others and must be beaten. Counterfactual truth (the replays'
+LDS on the stream, which `magnitude_control` compares with the surface baseline's; the one-step
+effect on draws) is what separates attribution from surface reading.
 
 **Built-in controls as estimators** (`norm_only`, `random`, `fluency`: their classes declare
 ``role = "control"``, read through `EstimatorSpec.role`). They are judged by the

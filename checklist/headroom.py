@@ -4,9 +4,9 @@ The question: is the room between chance and the ideal wide enough, and does the
 of it? It has two views (issue 48; `_base.VIEWS`).
 
 **The causal view** (gating by default). The truth is the replayed counterfactual on the stream:
-the LDS of `counterfactual` (the rank correlation between a method's summed scores and the
-behavior's measured change over the judged reweighted subsets), read from its per-seed result
-(shared, not recomputed). Per seed:
+the LDS that `counterfactual` measures (the rank correlation between a method's summed scores and
+the behavior's measured change over the judged reweighted subsets: `counterfactual.estimator_lds`,
+the measurement shared, not counterfactual's verdict). Per seed:
 
 * the floor: the strongest target-free control's LDS on the same subsets (advantage, signed_norm,
   norm_only, reply text × sign(A): what a ranking reaches without the target or the gradient's

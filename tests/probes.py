@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from bt_core.attribution.estimators.metagrad import MetaGrad
+from bt_core.attribution.problem import row_norms
 from bt_core.attribution.registry import Estimator
 
 
@@ -27,8 +28,8 @@ class SignedNorm(Estimator):
     needs = ("weight", "emb")
 
     def score(self, problem):
-        norm = np.linalg.norm(np.asarray(problem.emb, np.float64), axis=1)
-        return np.asarray(problem.weight, float) * norm
+        # the control's own norms (`checklist.controls`), so that it ties the control exactly
+        return np.asarray(problem.weight, float) * row_norms(problem.emb)
 
 
 class StreamIdealDrawFluency(MetaGrad):

@@ -223,7 +223,11 @@ def test_every_control_and_adversary_fails_a_causal_item_and_exits_1(matrix, est
     want = "error" if estimator in RAISERS else "fail"
     assert want in statuses.values(), f"{estimator} is not caught: {statuses}"
     # the session's own summary lists a failed test of this estimator (the exit code's cause)
-    failed = [ln for ln in res.stdout.splitlines() if ln.startswith("FAILED") and estimator in ln]
+    failed = [
+        ln
+        for ln in res.stdout.splitlines()
+        if ln.startswith("FAILED") and f"test_checklist[{estimator}-" in ln
+    ]
     if want == "fail":
         assert failed, f"no FAILED test of {estimator} in the session's summary"
 
@@ -242,8 +246,8 @@ def test_each_control_fails_the_item_aimed_at_its_confound(matrix, control, item
 
 def test_each_column_can_fail_while_another_passes(matrix):
     """Issue 61, requirement 2: every estimator item is failed by some estimator of this matrix that
-    passes at least one other item, on the committed smoke key, so no column is a copy of another.
-    The probes (tests/probes.py) are built for it: the exact ideal on one fixture and a confound (or
+    passes at least one other item, on the committed smoke key: no column fails exactly where all
+    the others fail. The probes (tests/probes.py) are built for it: the exact ideal on one fixture and a confound (or
     its negation) on the other; the controls and adversaries count too."""
     _, recs = matrix
     names = sorted({e for e, _ in recs if e != "setup"})

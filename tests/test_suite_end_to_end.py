@@ -26,7 +26,8 @@ N_SETUP, N_ITEMS = len(SETUP_ITEMS), len(ESTIMATOR_ITEMS)
 # tests/test_counterfactual.py asserts what holds for them). In the causal view (the default) the
 # oracle fails every causal item: the planted labels are not the replayed truth, nor the draws'
 # causal label. Where the oracle stands for "a method that passes everything", it is judged in the
-# reference view and counterfactual is deselected.
+# reference view and counterfactual is deselected. Since issue 61 counterfactual asks only whether a
+# ranking carries causal signal, which GT counts may (a key where they pass it is expected).
 ORACLE_FAILS = ("counterfactual",)
 REF = ("--gate-view=reference",)
 NOT_LDS = (*REF, "-k", " and ".join(f"not {i}" for i in ORACLE_FAILS))
@@ -51,8 +52,9 @@ def test_oracle_passes_every_item(suite, pytester, check_outcomes):
 
 def test_in_the_causal_view_the_oracle_fails_every_item(suite, pytester):
     """The gate's default view judges replayed truth: the planted labels' answer key fails every
-    estimator item (each has a causal form), and each verdict keeps its reference view's pass beside
-    it (`counterfactual` has no reference form)."""
+    estimator item (each has a causal form) but `counterfactual`, whose question GT counts may
+    answer, and each verdict keeps its reference view's pass beside it (`counterfactual` has no
+    reference form)."""
     res = suite("--estimator=oracle")
     assert res.ret == 1
     card = json.loads((pytester.path / "scorecard.json").read_text())
@@ -61,9 +63,14 @@ def test_in_the_causal_view_the_oracle_fails_every_item(suite, pytester):
     for item in ESTIMATOR_ITEMS:
         r = recs[item.name]
         assert r["view"] == "causal", (item.name, r["view"])
+        if item.name == "counterfactual":
+            # its one question (issue 61) is whether the ranking carries causal signal at all; GT
+            # counts carry some, so its verdict is the sign of every seed's LDS CI, whichever it is
+            lows = [f["ci"][0] for f in r["figures"]["per_seed"].values()]
+            assert r["status"] == ("pass" if all(lo > 0 for lo in lows) else "fail"), r["reason"]
+            continue
         assert r["status"] == "fail", f"{item.name}: {r['reason']}"
-        if item.name != "counterfactual":
-            assert r["views"]["reference"]["status"] == "pass", (item.name, r["views"])
+        assert r["views"]["reference"]["status"] == "pass", (item.name, r["views"])
     res.stdout.fnmatch_lines(["*FAILED*test_checklist[[]oracle-headroom-causal[]]*"])
 
 

@@ -99,8 +99,9 @@ GRID_LEGEND = (
     "PASS and FAIL are judged; the rest are not: gated = invalid-setup: a failed setup item held "
     "the verdict back; INVALID = the item's own evidence is unusable; ERROR = the estimator raised "
     "or returned scores that cannot be ranked; DECLINED = it declined the problem; after a colon, "
-    "what the item's own rule gives; [reads labels] = validation only, never a method (it fails "
-    "the causal items by design: the planted labels are not the replayed truth)."
+    "what the item's own rule gives; [reads labels] = validation only, never a method (the "
+    "planted labels are not the replayed truth: it is not expected to pass the causal items). A "
+    "control fails the item aimed at its confound and may pass one whose question it answers."
 )
 
 
