@@ -247,8 +247,8 @@ def test_each_control_fails_the_item_aimed_at_its_confound(matrix, control, item
 def test_each_column_can_fail_while_another_passes(matrix):
     """Issue 61, requirement 2: every estimator item is failed by some estimator of this matrix that
     passes at least one other item, on the committed smoke key: no column fails exactly where all
-    the others fail. The probes (tests/probes.py) are built for it: the exact ideal on one fixture and a confound (or
-    its negation) on the other; the controls and adversaries count too."""
+    the others fail. The probes (tests/probes.py) are built for it: the exact ideal on one fixture
+    and a confound (or its negation) on the other; the controls and adversaries count too."""
     _, recs = matrix
     names = sorted({e for e, _ in recs if e != "setup"})
     witnesses = {}
