@@ -224,11 +224,25 @@ def build_replays(
 
     def build_set(out: Path) -> dict:
         specs = _replay_specs(run, run_cfg, cf)
+        # a replay already in the cache is loaded (and verified), not replayed: it gets no bar, one
+        # line at most that says so (a rebuilding store replays them all)
+        every = list(specs.values())
+        cached = [] if store.rebuild else [t for t in every if store.path("replays", t[0]).exists()]
+        _build_replay_specs(store, run, cf, cached)
+        if cached and progress:
+            n = len(cached)
+            print(
+                f"replays seed {run_cfg.seed}: loaded {n} cached replay{'s' if n != 1 else ''}",
+                file=sys.stderr,
+                flush=True,
+            )
+        loaded = {t[0] for t in cached}  # replay keys (the specs hold arrays: compare keys)
+        todo = [t for t in every if t[0] not in loaded]
         for triple in progress_bar(
-            list(specs.values()),
+            todo,
             desc=f"replays seed {run_cfg.seed}",
             unit="replay",
-            enabled=progress,
+            enabled=progress and bool(todo),
         ):
             _build_replay_specs(store, run, cf, [triple])
         (out / "plan.json").write_text(
@@ -268,6 +282,7 @@ def build_removal_replay(
 
 
 STAGES = ("run", "sketches", "targets", "draws", "replays")  # what build_seed reports, in order
+BUILD_HEARTBEAT_S = 30.0  # a parallel build's log gets a line at least this often
 
 
 def build_seed(
@@ -460,7 +475,10 @@ def _build_parallel(
                 unit="stage",
                 enabled=progress,
                 leave=True,
-                every=0,
+                every=0,  # a line per finished stage
+                # and, while the workers build, a line at least this often naming what each seed
+                # is building (issue 64: the workers' own bars do not reach the parent's log)
+                heartbeat=BUILD_HEARTBEAT_S,
             )
         )
         # the replays are chunked below; the base task needs only the measure (the draws' label)
@@ -502,6 +520,18 @@ def _drive(
     control run) once its run exists, and advance the progress bar."""
     chunks: dict = {}  # future → seed
     left: dict[int, int] = {}  # seed → replay chunks not yet done
+    on = {s: STAGES[0] for s in base.values()}  # seed → the stage it is building (None: done)
+
+    def report(event: str) -> None:
+        """The bar's postfix: what just finished, and what each seed is building now (the
+        heartbeat's lines repeat it while nothing finishes)."""
+        now = [
+            f"seed {s} {st}" + (f" ({left[s]} tasks left)" if st == "replays" and s in left else "")
+            for s, st in on.items()
+            if st is not None
+        ]
+        bar.set_postfix_str(event + ("; building: " + ", ".join(now) if now else ""))
+
     while pending:
         done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
         for f in done:
@@ -533,19 +563,25 @@ def _drive(
                     )
                     chunks[c] = seed
                     pending.add(c)
+                on[seed] = "replays" if left[seed] else None
                 if not left[seed]:
                     bar.update(1)  # the replays stage: nothing to build
             else:
                 seed = chunks[f]
                 left[seed] -= 1
                 if left[seed] == 0:
-                    bar.set_postfix_str(f"seed {seed}: replays ready")
+                    on[seed] = None
+                    report(f"seed {seed}: replays ready")
                     bar.update(1)
+                else:
+                    report(f"seed {seed}: a replay task done")
         while queue is not None and not queue.empty():
             seed, stage = queue.get()
             if stage == "replays":
                 continue  # counted when its chunks are done
-            bar.set_postfix_str(f"seed {seed}: {stage} ready")
+            if on.get(seed) is not None and stage in STAGES:  # a finished seed stays finished
+                on[seed] = STAGES[min(STAGES.index(stage) + 1, len(STAGES) - 1)]
+            report(f"seed {seed}: {stage} ready")
             bar.update(1)
 
 

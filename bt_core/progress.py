@@ -38,6 +38,12 @@ def _preamble() -> None:
         _PREAMBLE.pop()()
 
 
+def _units(unit: str, n: int) -> str:
+    """The unit word for `n` of them: "1 step", "500 steps" (a plain line reads as English; tqdm's
+    bar keeps its own unit for rates, "step/s")."""
+    return unit if n == 1 or not unit or unit.endswith("s") else f"{unit}s"
+
+
 class PlainProgress:
     """The subset of tqdm's interface BehaviorTrace uses, as plain lines (see the module doc)."""
 
@@ -49,6 +55,7 @@ class PlainProgress:
         unit: str,
         stream: IO[str],
         every: float,
+        heartbeat: float | None = None,
     ) -> None:
         self.iterable, self.desc, self.unit, self.stream, self.every = (
             iterable,
@@ -65,15 +72,21 @@ class PlainProgress:
         self.n, self.postfix, self.closed = 0, "", False
         self.t0 = self.last = time.perf_counter()
         self._lock, self._stop = threading.Lock(), threading.Event()
-        self._line(f"started ({self.total} {self.unit})" if self.total is not None else "started")
+        self._line(
+            f"started ({self.total} {_units(self.unit, self.total)})"
+            if self.total is not None
+            else "started"
+        )
         # a heartbeat: a unit longer than `every` (one seed's SFT, one replay) still gets a line
-        # every `every` seconds, so a log never goes silent longer than that
-        if every > 0:
+        # every `every` seconds, so a log never goes silent longer than that; `heartbeat` sets that
+        # interval apart from `every` (a bar that prints every update, every=0, still beats)
+        self.beat = every if heartbeat is None else heartbeat
+        if self.beat > 0:
             threading.Thread(target=self._beat, name=f"progress {desc}", daemon=True).start()
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.every / 4):
-            if time.perf_counter() - self.last >= self.every:
+        while not self._stop.wait(self.beat / 4):
+            if time.perf_counter() - self.last >= self.beat:
                 self._status()
 
     def _status(self) -> None:
@@ -89,9 +102,9 @@ class PlainProgress:
 
     def _count(self) -> str:
         return (
-            f"{self.n}/{self.total} {self.unit}"
+            f"{self.n}/{self.total} {_units(self.unit, self.total)}"
             if self.total is not None
-            else f"{self.n} {self.unit}"
+            else f"{self.n} {_units(self.unit, self.n)}"
         )
 
     def update(self, n: int = 1) -> None:
@@ -143,8 +156,11 @@ def progress(
     leave: bool = False,
     stream: IO[str] | None = None,
     every: float = 30.0,
+    heartbeat: float | None = None,
 ):
-    """A progress bar on a terminal, `PlainProgress` lines elsewhere, nothing when not `enabled`."""
+    """A progress bar on a terminal, `PlainProgress` lines elsewhere, nothing when not `enabled`.
+    `every`: at most one plain line per that many seconds for updates (0: every update);
+    `heartbeat`: a line at least that often while it runs (default `every`)."""
     stream = sys.stderr if stream is None else stream
     if not enabled:
         return tqdm(iterable, total=total, disable=True)
@@ -161,7 +177,7 @@ def progress(
             file=stream,
             dynamic_ncols=True,
         )
-    return PlainProgress(iterable, total, desc, unit, stream, every)
+    return PlainProgress(iterable, total, desc, unit, stream, every, heartbeat)
 
 
 def _is_terminal(stream: IO[str]) -> bool:

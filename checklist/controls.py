@@ -68,7 +68,8 @@ SURFACE = "surface"
 # the estimator item aimed at each built-in control's confound (issue 61): the control must fail it
 # (tests/test_meta.py); an item whose question a target-free score answers, it may pass — the
 # signed update size carries causal signal, so a gradient-size score can pass counterfactual. The
-# scorecard's controls row says so (`bt_core.reporting.summary.ROLE_TITLES`)
+# scorecard's controls row says so, without naming items (`bt_core.reporting.summary.ROLE_TITLES`:
+# the reporting layer names no checklist item)
 AIMED = {"norm_only": "magnitude_control", "fluency": "fluency_control", "random": "counterfactual"}
 
 

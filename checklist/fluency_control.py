@@ -16,6 +16,20 @@ rank (or any nonlinear) transform of fluency survives it and can clear the resid
 knowing nothing but fluency. Beating fluency's own AUC closes that door without assuming a
 functional form; the residualized bar keeps the reference's pre-registered rule.
 
+**A paired comparison the label itself cannot win is reported, not judged** (issue 64's finding;
+`magnitude_control`'s rule for a control at the ceiling, applied here). On a draw where fluency
+alone ranks the label almost perfectly within the mixed groups, the label itself (a perfect ranking,
+AUC 1) does not beat fluency's AUC by the paired rule: nothing can, and the clause would fail every
+method on that draw for a property of the draw. Measured on the committed smoke key's fixture as an
+AMD EPYC machine builds it (2026-12-07): seed 5, draw 1, where the reference view's answer key (the
+behavior flag) failed "does not beat fluency itself" while the same key built on the machine of the
+earlier sessions passed it (the fixture's bytes depend on the CPU's floating point). So each paired
+comparison (fluency itself; the surface baseline in the causal view) is judged only where the label
+beats it (`room_above`); otherwise the line says "n/a: the label itself does not beat it" and the
+comparison is left out of the seed's `versus`. The other clauses are unchanged: a draw without room
+above fluency still needs the residualized AUC's CI above 0.5 and above norm-only's, which a score
+of fluency alone does not reach (residualization removes it).
+
 Reported beside it: fluency-matched pairs (|Δfluency| ≤ 0.10 nats; judged by nobody, shown when ≥ 30
 pairs), a nonlinear control (residualizing on quantile bins of fluency) and the surface baseline's
 residualized AUC — on draws it is the behavior flag, the reference's label itself, so nothing beats
@@ -173,20 +187,26 @@ def judge_label(
     surface_auc, _ = within_group_auc(resid(surface), labels, g)
     flu_dir, flu_auc = better_direction(flu, labels, g)
     vs_flu = paired_group_auc_diff(raw, flu_dir, labels, g, n_boot=N_BOOT, seed=seed)
+    flu_room = room_above(flu_dir, labels, g, seed)
     versus = {
         f"AUC {CI_LOWER}": {
             "value": est["auc"] - CI_LOWER,
             "ci": [est["ci_lo"] - CI_LOWER, est["ci_hi"] - CI_LOWER],
         },
         CONTROL: {"value": est["auc"] - ctrl_auc, "ci": None},
-        "fluency itself": {"value": vs_flu["diff"], "ci": [vs_flu["ci_lo"], vs_flu["ci_hi"]]},
     }
+    if flu_room:
+        versus["fluency itself"] = {
+            "value": vs_flu["diff"],
+            "ci": [vs_flu["ci_lo"], vs_flu["ci_hi"]],
+        }
     out = {
         **est,
         "control_auc": ctrl_auc,
         "surface_auc": surface_auc,
         "fluency_auc": flu_auc,
         "vs_fluency": vs_flu,
+        "fluency_judged": flu_room,  # False: the label itself does not beat fluency (reported)
         "raw_auc": within_group_auc(raw, labels, g)[0],
         "margin": est["auc"] - max(CI_LOWER, ctrl_auc),
         "chance_margin": est["auc"] - 0.5,
@@ -198,16 +218,30 @@ def judge_label(
         why.append(f"CI width {fmt(est['ci_hi'] - est['ci_lo'])} > {CI_MAX_WIDTH}")
     if not est["auc"] > ctrl_auc:
         why.append(f"not above {CONTROL}")
-    if not vs_flu["ci_lo"] > 0:
+    if flu_room and not vs_flu["ci_lo"] > 0:
         why.append("does not beat fluency itself")
     if gate_surface:
         surf_dir, surf_auc = better_direction(surface, labels, g)
         vs_s = paired_group_auc_diff(raw, surf_dir, labels, g, n_boot=N_BOOT, seed=seed)
-        out.update(surface_raw_auc=surf_auc, vs_surface=vs_s)
-        versus[controls.SURFACE] = {"value": vs_s["diff"], "ci": [vs_s["ci_lo"], vs_s["ci_hi"]]}
-        if not vs_s["ci_lo"] > 0:
-            why.append("does not beat the surface baseline")
+        surf_room = room_above(surf_dir, labels, g, seed)
+        out.update(surface_raw_auc=surf_auc, vs_surface=vs_s, surface_judged=surf_room)
+        if surf_room:
+            versus[controls.SURFACE] = {
+                "value": vs_s["diff"],
+                "ci": [vs_s["ci_lo"], vs_s["ci_hi"]],
+            }
+            if not vs_s["ci_lo"] > 0:
+                why.append("does not beat the surface baseline")
     return {**out, "versus": versus, "problems": why}
+
+
+def room_above(other: np.ndarray, labels: np.ndarray, groups: np.ndarray, seed: int) -> bool:
+    """Whether the label itself, a perfect ranking, beats `other` by the paired rule (95% CI of the
+    AUC difference above 0). Where even it does not, no ranking can, and the comparison with
+    `other` is reported, not judged: `magnitude_control`'s rule for a control at the ceiling."""
+    ceiling = np.asarray(labels, float)
+    d = paired_group_auc_diff(ceiling, other, labels, groups, n_boot=N_BOOT, seed=seed)
+    return bool(d["ci_lo"] > 0)
 
 
 def _spearman(raw: np.ndarray, effect: np.ndarray, groups: np.ndarray, seed: int) -> dict:
@@ -235,6 +269,8 @@ def _causal_half(raw, effect, p, ctrl, surface, seed) -> tuple[dict, Status]:
 
 
 UNMIXED = "no sibling group holds both behavior and non-behavior replies"
+# a paired comparison the label itself does not win (`room_above`): reported, not judged
+NO_ROOM = "; n/a: the label itself does not beat it"
 
 
 def _mixes(labels: np.ndarray, groups: np.ndarray) -> bool:
@@ -277,15 +313,18 @@ def evaluate_seed(spec: EstimatorSpec, evidence: Evidence, seed: int, draw: int 
     ref_head = (
         f"AUC {fmt(ref['auc'])} [{fmt(ref['ci_lo'])}, {fmt(ref['ci_hi'])}] vs {CONTROL} "
         f"{fmt(ref['control_auc'])}; raw AUC {fmt(ref['raw_auc'])} vs fluency's "
-        f"{fmt(ref['fluency_auc'])} (Δ CI lower {fmt(ref['vs_fluency']['ci_lo'])}); surface "
+        f"{fmt(ref['fluency_auc'])} (Δ CI lower {fmt(ref['vs_fluency']['ci_lo'])}"
+        f"{'' if ref['fluency_judged'] else NO_ROOM}); surface "
         f"{fmt(ref['surface_auc'])} (the label, reported)"
     )
     cau_head = (
         f"causal AUC {fmt(cau['auc'])} [{fmt(cau['ci_lo'])}, {fmt(cau['ci_hi'])}] vs {CONTROL} "
         f"{fmt(cau['control_auc'])}; raw AUC {fmt(cau['raw_auc'])} vs fluency's "
-        f"{fmt(cau['fluency_auc'])} (Δ CI lower {fmt(cau['vs_fluency']['ci_lo'])}), vs the "
+        f"{fmt(cau['fluency_auc'])} (Δ CI lower {fmt(cau['vs_fluency']['ci_lo'])}"
+        f"{'' if cau['fluency_judged'] else NO_ROOM}), vs the "
         f"surface baseline's {fmt(cau['surface_raw_auc'])} (Δ CI lower "
-        f"{fmt(cau['vs_surface']['ci_lo'])}); behavior-label AUC {fmt(ref['auc'])} (reported)"
+        f"{fmt(cau['vs_surface']['ci_lo'])}{'' if cau['surface_judged'] else NO_ROOM}); "
+        f"behavior-label AUC {fmt(ref['auc'])} (reported)"
     )
     unsaturated = (
         f"checkpoint {p.extra['analysis_step']} is not saturated "

@@ -35,6 +35,17 @@ os.environ["BEHAVIORTRACE_CACHE"] = tempfile.mkdtemp(prefix="bt-test-cache-")
 atexit.register(shutil.rmtree, os.environ["BEHAVIORTRACE_CACHE"], True)
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """Whether the sandboxed scoring path runs in this session, or why not (issue 64: CI's log
+    says it; the sandboxed tests skip without bubblewrap)."""
+    from bt_core.attribution.sandbox import detect
+
+    path, found = detect()
+    if path is None:
+        return f"sandbox: scoring is not sandboxed here, so the sandboxed tests skip: {found}"
+    return f"sandbox: scoring is sandboxed ({found} at {path}); the sandboxed tests run"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if BUILDING_FIXTURES & set(getattr(item, "fixturenames", ())):

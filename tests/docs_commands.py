@@ -357,6 +357,16 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
         Run(tier="full", cwd="root"),
     ),
+    (
+        "python benchmarks/bench_keys.py --scale smoke --builds 10 --estimator metagrad "
+        "--estimator cosine --estimator cosine_centred --estimator dot --estimator tracincp "
+        "--estimator tracin_adam --estimator trak --estimator local_buffer --estimator oracle "
+        "--estimator random --estimator norm_only --estimator fluency"
+    ): (
+        # issue 61's campaign: ten cold smoke builds judged by every built-in (27 min on 2 cores)
+        Run("python benchmarks/bench_keys.py --help", cwd="root", expect="--estimator"),
+        Run(tier="full", cwd="root"),
+    ),
     "python benchmarks/bench_keys.py --scale smoke --train-only --builds 20 --seeds "
     "0,1,2,3,4,5,6,7": (
         # 20 keys, eight seeds trained each (about 17 min on 2 cores): its options here

@@ -45,17 +45,18 @@ class StreamIdealDrawFluency(MetaGrad):
         return super().score(problem)
 
 
-class DrawIdealStreamFlipped(MetaGrad):
-    """The exact ideal on the draws, its negation on the stream: the draws' questions are
-    answered, and on the stream it predicts the opposite of what the replays do."""
+class DrawIdealStreamRandom(MetaGrad):
+    """The exact ideal on the draws, noise on the stream: the draws' questions are answered, and
+    on the stream it knows nothing (the stream's metagradient, the costly part, is not computed)."""
 
-    name = "draw_ideal_stream_flipped"
+    name = "draw_ideal_stream_random"
 
     def score(self, problem):
-        s = super().score(problem)
-        return s if problem.kind == "draw" else -s
+        if problem.kind == "draw":
+            return super().score(problem)
+        return np.random.default_rng(problem.seed).standard_normal(problem.n_units)
 
 
 PROBES = {
-    cls.name: cls.__name__ for cls in (SignedNorm, StreamIdealDrawFluency, DrawIdealStreamFlipped)
+    cls.name: cls.__name__ for cls in (SignedNorm, StreamIdealDrawFluency, DrawIdealStreamRandom)
 }

@@ -428,3 +428,31 @@ def test_a_failed_draw_says_which_clause_of_the_fluency_control_failed(monkeypat
     assert v.status == "fail"
     assert problems[0] == "verdict does not hold on draw 1 — CI width 0.170 > 0.15"
     assert "draw 1 — CI width" in v.reason and "draw 1 — CI width" in v.short
+
+
+def test_a_comparison_the_label_itself_does_not_win_is_reported_not_judged(monkeypatch):
+    """Issue 64's finding: on a draw where fluency alone ranks the behavior label perfectly within
+    groups, the label itself cannot beat fluency's AUC by the paired rule, so the clause failed
+    every ranking, the answer key included. It is now reported ("n/a"), not judged, as
+    magnitude_control does for a control at the ceiling; the residualized clauses still hold fluency
+    out: a score of fluency alone fails them."""
+    from behaviortrace.checklist import fluency_control
+    from behaviortrace.checklist._base import REFERENCE
+    from behaviortrace.checklist._common import in_view
+
+    def draw(score_of):
+        ev, flag, norm = _causal_draw(score_of)
+        p = ev.draw_problem(0, 0)
+        p.fluency = flag + 1e-3 * np.random.default_rng(5).random(flag.size)  # fluency = the label
+        _surface_is_the_flag(monkeypatch, flag, norm)
+        return ev
+
+    key = fluency_control.evaluate_seed("key", draw(lambda f, e: f + 1e-6 * np.arange(f.size)), 0)
+    ref = in_view(key, REFERENCE)
+    assert key["fluency_judged"] is False and "fluency itself" not in ref["versus"]
+    assert "does not beat fluency itself" not in ref["why"]
+    assert fluency_control.NO_ROOM in ref["why"]
+    ev = draw(lambda f, e: None)
+    ev.scores = lambda spec, p: np.asarray(p.fluency)  # fluency alone
+    flu = in_view(fluency_control.evaluate_seed("fluency", ev, 0), REFERENCE)
+    assert flu["status"] == "fail" and "CI lower ≤ 0.5" in flu["why"], flu["why"]

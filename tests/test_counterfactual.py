@@ -302,13 +302,22 @@ def test_datamodel_ceiling_recovers_a_linear_effect_and_not_noise():
 def test_causal_gt_passes_at_smoke_with_figures(smoke_evidence):
     from behaviortrace.checklist import causal_gt
 
+    from bt_core.config import get_scale
+
     v = causal_gt.evaluate_setup(smoke_evidence)
     assert v.status == "pass", v.reason
-    for f in v.figures["per_seed"].values():
+    n_random = get_scale("smoke").counterfactual.n_random
+    for s, f in v.figures["per_seed"].items():
         assert f["delta_gt"] > f["delta_random_max"] and f["delta_gt"] > f["bar"]
         assert f["s_b_control_measure"] <= 0.1 and f["s_b_control_final"] <= 0.1
-        assert len(f["delta_random"]) == 4
-        assert 0.0 <= f["s_b_probes_no_bonus"] <= 1.0  # the replay's: reported, not judged
+        assert len(f["delta_random"]) == n_random
+        # the no-bonus replay's figures (reported, not judged) are that replay's own, and the bonus
+        # acted: taking it out of the logged rewards moved the behavior measure
+        replays = smoke_evidence.artifacts[int(s)].replays
+        nb, full = replays["no_bonus"], replays["full"]
+        assert f["s_b_probes_no_bonus"] == float(nb.info["s_b_probes"])
+        assert f["delta_no_bonus"] == pytest.approx(nb.nll - full.nll) and f["delta_no_bonus"] != 0
+        assert f"no-bonus replay s_b {f['s_b_probes_no_bonus']:.3f}" in f["why"]
 
 
 class _Flipped:
@@ -408,3 +417,24 @@ def test_the_items_lds_table_row_and_shared_rows():
         "ceiling (step-count datamodel)",
     ]
     assert rows[0][1].startswith("0.5") and rows[-1][1].startswith("0.4")
+
+
+def test_a_judge_that_loads_cached_replays_says_loaded_in_one_line(
+    smoke_artifacts, smoke_cache, smoke_scale, tmp_path, capsys
+):
+    """Issue 64: a session whose replays are all in the cache loads them; it does not say it
+    replayed them ("started (68 replay)", "done 68/68 replay in 0.5 s"), only, in one line, that it
+    loaded them. Here the seed's index of its replays is absent and every replay cached."""
+    from bt_core.artifacts.store import ArtifactStore
+    from bt_core.counterfactual.plan import plan
+    from bt_core.pipeline import build_replays
+
+    (tmp_path / "replays").symlink_to(smoke_cache / "replays", target_is_directory=True)
+    a, cfg = smoke_artifacts[0], smoke_scale.run.with_seed(0)
+    capsys.readouterr()
+    _, replays = build_replays(
+        ArtifactStore(tmp_path), a.run, cfg, smoke_scale.counterfactual, progress=True
+    )
+    n = len(plan(a.run.rollouts, a.run.config, smoke_scale.counterfactual))
+    assert capsys.readouterr().err.splitlines() == [f"replays seed 0: loaded {n} cached replays"]
+    assert replays.names("reweight") == a.replays.names("reweight")

@@ -147,9 +147,9 @@ def test_progress_is_a_bar_on_a_terminal_and_plain_lines_elsewhere():
     for _ in progress(range(500), desc="GRPO seed 3", unit="step", stream=log):
         pass
     lines = log.getvalue().splitlines()
-    assert lines[0] == "GRPO seed 3: started (500 step)"
+    assert lines[0] == "GRPO seed 3: started (500 steps)"
     assert (
-        re.fullmatch(r"GRPO seed 3: done 500/500 step in \d+\.\d s", lines[1]) and len(lines) == 2
+        re.fullmatch(r"GRPO seed 3: done 500/500 steps in \d+\.\d s", lines[1]) and len(lines) == 2
     )
     assert "\r" not in log.getvalue()
 
@@ -163,9 +163,9 @@ def test_plain_progress_reports_at_most_every_interval_with_its_stage():
     lines = log.getvalue().splitlines()
     # start, 3 stages, done (with the last)
     assert isinstance(bar, PlainProgress) and len(lines) == 5
-    assert re.fullmatch(r"building 2 seeds: 1/4 stage, seed 0: run ready, \d+ s elapsed", lines[1])
+    assert re.fullmatch(r"building 2 seeds: 1/4 stages, seed 0: run ready, \d+ s elapsed", lines[1])
     assert (
-        lines[-1].startswith("building 2 seeds: done 4/4 stage in")
+        lines[-1].startswith("building 2 seeds: done 4/4 stages in")
         and "seed 1: sketches ready" in lines[-1]
     )
     quiet = io.StringIO()
@@ -220,9 +220,9 @@ def test_plain_progress_writes_a_line_every_interval_even_inside_one_long_unit()
     bar.update(1)
     bar.close()
     lines = log.getvalue().splitlines()
-    beats = [x for x in lines if re.fullmatch(r"SFT seed 0: 0/2 seed, \d+ s elapsed", x)]
+    beats = [x for x in lines if re.fullmatch(r"SFT seed 0: 0/2 seeds, \d+ s elapsed", x)]
     assert len(beats) >= 3, lines
-    assert lines[0] == "SFT seed 0: started (2 seed)" and lines[-1].startswith("SFT seed 0: done")
+    assert lines[0] == "SFT seed 0: started (2 seeds)" and lines[-1].startswith("SFT seed 0: done")
     time.sleep(0.3)
     assert log.getvalue().splitlines() == lines  # closed: the heartbeat stopped
 
@@ -251,6 +251,43 @@ def test_train_into_a_log_file_writes_a_few_plain_progress_lines(tmp_path):
     progress_lines = [
         ln for ln in text.splitlines() if ln.startswith(("SFT seed 0:", "GRPO seed 0:"))
     ]
-    assert progress_lines[0] == "SFT seed 0: started (300 step)" and len(progress_lines) <= 8
-    assert progress_lines[-1].startswith("GRPO seed 0: done 2/2 step in")
+    assert progress_lines[0] == "SFT seed 0: started (300 steps)" and len(progress_lines) <= 8
+    assert progress_lines[-1].startswith("GRPO seed 0: done 2/2 steps in")
     assert "\r" not in text and "it/s" not in text and "%|" not in text  # no bar redraws
+
+
+def test_a_parallel_build_names_what_each_seed_builds_at_least_every_heartbeat(smoke_scale):
+    """Issue 64: a parallel build's workers print nothing to the session's log, and the parent used
+    to print only finished stages (silences of 59–111 s at default). Its bar now beats at least
+    every `heartbeat` seconds (30 in a build, `BUILD_HEARTBEAT_S`), each line naming the stage each
+    seed is building; a finished seed is left out. Driven here by the parent's own loop
+    (`pipeline._drive`) over stand-in seed tasks: seed 0's sketches take 40 heartbeats."""
+    import queue as queues
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bt_core import pipeline
+
+    beat, log, events = 0.05, io.StringIO(), queues.Queue()
+
+    def seed_task(seed: int, slow: float) -> None:
+        for stage in pipeline.STAGES[:-1]:  # the replays stage has nothing to build here
+            time.sleep(slow if stage == "sketches" else 0.0)
+            events.put((seed, stage))
+
+    n = 2 * len(pipeline.STAGES)
+    with (
+        ThreadPoolExecutor(2) as ex,
+        progress(
+            total=n, desc="building 2 seeds", unit="stage", stream=log, every=0, heartbeat=beat
+        ) as bar,
+    ):
+        base = {ex.submit(seed_task, 0, 40 * beat): 0, ex.submit(seed_task, 1, 0.0): 1}
+        pipeline._drive(None, smoke_scale.run, None, ex, bar, events, base, set(base))
+    lines = log.getvalue().splitlines()
+    assert lines[-1].startswith(f"building 2 seeds: done {n}/{n} stages")
+    # while seed 0 builds its sketches and seed 1 is done, the heartbeat says so, more than once
+    # (no count moves then: these lines are the heartbeat's)
+    waiting = [ln for ln in lines if ln.endswith("elapsed") and "building: seed 0 sketches" in ln]
+    assert len(waiting) >= 2, lines
+    assert all("seed 1" not in ln.split("building:")[1] for ln in waiting[1:]), waiting
+    assert pipeline.BUILD_HEARTBEAT_S <= 30  # issue 39's bar: a line at least every 30 s

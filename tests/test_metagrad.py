@@ -121,7 +121,8 @@ def test_the_exact_ideal_passes_counterfactual_on_every_seed(smoke_evidence_in_p
     from bt_core.attribution.catalog import get
     from bt_core.config import get_scale
 
-    ladder = get_scale("smoke").counterfactual.linearity_deltas
+    plan = get_scale("smoke").counterfactual
+    ladder = plan.linearity_deltas
     v = cf.evaluate(get("metagrad"), smoke_evidence_in_process)
     assert v.figures.get("ungated_status", v.status) == "pass", v.reason
     for s, f in v.figures["per_seed"].items():
@@ -129,7 +130,7 @@ def test_the_exact_ideal_passes_counterfactual_on_every_seed(smoke_evidence_in_p
         lin = f["linearity"]
         # the radius is a rung above the judged δ, or None where the first rung departs
         assert lin["radius"] is None or lin["radius"] > lin["judged_delta"]
-        assert lin["n_subsets"] + lin["n_flat"] == 4
+        assert lin["n_subsets"] + lin["n_flat"] == plan.n_linearity  # every probed subset
         assert [r["delta"] for r in lin["rungs"]] == pytest.approx(sorted(ladder))
         assert f"δ = {lin['judged_delta']:g}" in f["why"]
 

@@ -96,11 +96,14 @@ def test_a_pinned_or_given_key_is_never_redrawn():
 
 
 def test_a_resumed_build_counts_the_keys_set_aside_before_it_was_killed():
-    t = FakeTraining([False, True])
+    # every draw left plants nothing, so the count alone decides where the build stops: one draw
+    # was spent before the kill, so two are left (3 in all), and the last is kept unplanted. Code
+    # that forgot the spent draw would train three times here
+    t = FakeTraining([False, False, False])
     fields = t.run(redrawn=["it did not emerge (before the kill)"])
-    # one draw was already spent: the second is trained, found unplanted, and the third kept
-    assert t.trained == 2 and fields["redrawn"][0] == "it did not emerge (before the kill)"
-    assert len(fields["redrawn"]) == 2
+    assert t.trained == 2 and t.resets == 1
+    assert fields["redrawn"][0] == "it did not emerge (before the kill)"
+    assert len(fields["redrawn"]) == 2  # keys 1 and 2 set aside; key 3, the limit, kept
 
 
 def test_the_gate_s_line_says_which_key_draw_a_run_is_on_after_its_figures():

@@ -454,11 +454,28 @@ def test_every_artifact_loader_verifies_its_directory(smoke_artifacts, tmp_path)
             loader(dst)
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the process group `pgid` is still running."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+# how long a build may take to get its workers going, and to stop after the signal: liveness
+# bounds (a build that never starts, or never stops), not speed targets — a loaded machine may be
+# slow, and the time it took is reported (`record_property`), not asserted
+START_S, STOP_S = 300, 120
+
+
 def _interrupt_mid_build(cmd: list[str], cache: Path, cwd: Path) -> tuple[int, str, float]:
     """Start `cmd` (a cold build into `cache`), wait until its workers are building, send SIGINT to
     its main process alone (`kill -INT PID`, a CI runner's cancel: the workers, which a terminal's
     Ctrl-C would reach too, must be stopped by the build itself); (exit code, its output, seconds
-    from the signal to its exit). Fails the test if it runs on 30 s after the signal."""
+    from the signal to its exit). Fails the test, saying which, if no run starts within START_S,
+    if it runs on STOP_S after the signal, or if any process it started outlives it (then nothing
+    of it can go on writing)."""
     import subprocess
 
     # a process group of its own, so that nothing stray outlives the test (killpg below)
@@ -474,25 +491,40 @@ def _interrupt_mid_build(cmd: list[str], cache: Path, cwd: Path) -> tuple[int, s
         # the signal this test sends
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 120
-    while not any((cache / "runs").glob("*")) and time.monotonic() < deadline:
+    deadline = time.monotonic() + START_S
+    while not any((cache / "runs").glob("*")) and proc.poll() is None:
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"no run was started in {cache} within {START_S} s")
         time.sleep(0.2)  # the workers are building
     time.sleep(3)
     assert proc.poll() is None, proc.communicate()[0][-2000:]
     sent = time.monotonic()
     os.kill(proc.pid, signal.SIGINT)
     try:
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=STOP_S)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail(f"{cmd[:3]} was still running 30 s after Ctrl-C")
-    return proc.returncode, out, time.monotonic() - sent
+        pytest.fail(f"{cmd[:3]} was still running {STOP_S} s after Ctrl-C")
+    took = time.monotonic() - sent
+    # every worker stopped with it: none of its process group is left to write into the cache
+    gone = time.monotonic() + STOP_S
+    while _group_alive(proc.pid) and time.monotonic() < gone:
+        time.sleep(0.1)
+    if _group_alive(proc.pid):
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"a process of the build outlived it by {STOP_S} s after Ctrl-C")
+    return proc.returncode, out, took
 
 
-def test_ctrl_c_stops_a_cold_parallel_build_within_seconds(tmp_path):
-    """Issue 39 req. 5: an interrupt during a cold two-worker build stops it promptly (before: the
-    pool's exit ran every queued build to its end, 17 s here), and the cache holds no artifact
-    without its manifest: only complete artifacts and stale temporary folders."""
+def test_ctrl_c_stops_a_cold_parallel_build_and_leaves_nothing_half_written(
+    tmp_path, record_property
+):
+    """Issue 39 req. 5: an interrupt during a cold two-worker build stops it (before: the pool's
+    exit ran every queued build to its end, 17 s here), no process of it outlives it, and the cache
+    holds no artifact without its manifest: only complete artifacts and stale temporary folders.
+    The seconds from the signal to the exit are reported (`seconds_to_stop`), not asserted: a
+    loaded machine may be slow (issue 64)."""
     import sys
 
     cache = tmp_path / "cache"
@@ -502,13 +534,9 @@ def test_ctrl_c_stops_a_cold_parallel_build_within_seconds(tmp_path):
         f"build_scale(get_scale('smoke'), {str(cache)!r}, [0, 2], workers=2)\n"
     )
     code_, out, took = _interrupt_mid_build([sys.executable, "-c", code], cache, tmp_path)
+    record_property("seconds_to_stop", round(took, 2))
     assert code_ != 0 and "KeyboardInterrupt" in out, out[-2000:]
-    assert took < 5, f"stopped {took:.1f} s after Ctrl-C"
-    time.sleep(1)  # nothing goes on writing after it stopped
-    entries = lambda: sorted(str(p) for p in cache.rglob("*"))  # noqa: E731
-    before = entries()
-    time.sleep(2)
-    assert entries() == before
+    # nothing of the build is running (checked above), so what the cache holds now is final
     for kind in cache.iterdir():
         if kind.is_dir():
             for art in kind.iterdir():
@@ -516,10 +544,12 @@ def test_ctrl_c_stops_a_cold_parallel_build_within_seconds(tmp_path):
                     assert (art / "manifest.json").exists(), f"{art} is half-written"
 
 
-def test_ctrl_c_during_a_checklist_session_exits_2_and_says_nothing_is_claimed(tmp_path):
+def test_ctrl_c_during_a_checklist_session_exits_2_and_says_nothing_is_claimed(
+    tmp_path, record_property
+):
     """The README's exit table: Ctrl-C (SIGINT) during a session's cold build exits 2, pytest's
-    "interrupted", within seconds (before 41b4271: still running 30 s after it), and the last line
-    claims nothing."""
+    "interrupted" (before 41b4271: still running 30 s after it), no process of it outlives it, and
+    the last line claims nothing. The seconds to exit are reported, not asserted."""
     import sys
 
     cache = tmp_path / "cache"
@@ -537,6 +567,6 @@ def test_ctrl_c_during_a_checklist_session_exits_2_and_says_nothing_is_claimed(t
         "-q",
     ]
     code, out, took = _interrupt_mid_build(cmd, cache, tmp_path)
+    record_property("seconds_to_exit", round(took, 2))
     assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
-    assert took < 10, f"exited {took:.1f} s after Ctrl-C"
     assert "KeyboardInterrupt" in out and "green" not in out.splitlines()[-1], out[-2000:]

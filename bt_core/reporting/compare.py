@@ -51,8 +51,8 @@ def _run_difference(baseline: dict, run: dict) -> str | None:
             f"the baseline was judged under the checklist's rules {was} and this version judges "
             f"under rules {rules}"
             + (
-                " (issue 61: each item now asks its own question; counterfactual no longer "
-                "compares with the controls, magnitude_control alone does)"
+                " (issue 61: each item now asks its own question, with its own comparison; "
+                "docs/items.md#six-questions)"
                 if was == 1 and rules == 2
                 else ""
             )

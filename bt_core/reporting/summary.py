@@ -13,10 +13,9 @@ from bt_core.reporting.scorecard import RANK, ROLES, judged
 ROLE_TITLES = {
     "method": "methods",
     "control": (
-        "controls (built-in, target-free: each fails the item aimed at its confound — norm_only "
-        "magnitude_control, fluency fluency_control, random counterfactual; a pass elsewhere is "
-        "expected where a target-free score answers that item's question: gradient size carries "
-        "some causal signal)"
+        "controls (built-in, target-free: each fails the item aimed at its confound; a pass "
+        "elsewhere is expected where a target-free score answers that item's question: gradient "
+        "size carries some causal signal; docs/items.md)"
     ),
     "validation": (
         "validation (reads the planted labels — not a method; it fails the items judged on causal "
