@@ -50,6 +50,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from tabulate import tabulate
@@ -588,16 +589,13 @@ def patterns(records: list[dict], estimators: list[str]) -> dict[str, dict[str, 
     as one string ("PPFPFF": pass, fail, I invalid-setup, E error, D declined), on the builds whose
     gates held (issue 61: how many distinct patterns the methods and controls show)."""
     order = [i.name for i in ESTIMATOR_ITEMS]
-    out: dict[str, dict[str, int]] = {}
-    for r in records:
-        if not r["held"]:
-            continue
+    out: dict[str, Counter] = {}
+    for r in (r for r in records if r["held"]):
         for e in estimators:
             st = r["items"].get(e) or {}
-            key = "".join(PATTERN_MARK.get(st.get(n, ""), "?") for n in order)
-            out.setdefault(e, {})
-            out[e][key] = out[e].get(key, 0) + 1
-    return out
+            key = "".join(PATTERN_MARK.get(st.get(n), "?") for n in order)
+            out.setdefault(e, Counter())[key] += 1
+    return {e: dict(c) for e, c in out.items()}
 
 
 def _patterns_summary(records: list[dict], estimators: list[str]) -> None:
@@ -607,8 +605,7 @@ def _patterns_summary(records: list[dict], estimators: list[str]) -> None:
     order = " ".join(i.name for i in ESTIMATOR_ITEMS)
     print(f"\nverdict patterns (builds whose gates held; items in order: {order}):")
     for e, c in pats.items():
-        ranked = sorted(c.items(), key=lambda x: -x[1])
-        print(f"  {e}: " + ", ".join(f"{k} ×{n}" for k, n in ranked))
+        print(f"  {e}: " + ", ".join(f"{k} ×{n}" for k, n in Counter(c).most_common()))
     distinct = {k for c in pats.values() for k in c}
     print(f"{len(distinct)} distinct verdict patterns over {len(pats)} estimators")
 

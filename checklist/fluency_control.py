@@ -27,8 +27,12 @@ earlier sessions passed it (the fixture's bytes depend on the CPU's floating poi
 comparison (fluency itself; the surface baseline in the causal view) is judged only where the label
 beats it (`room_above`); otherwise the line says "n/a: the label itself does not beat it" and the
 comparison is left out of the seed's `versus`. The other clauses are unchanged: a draw without room
-above fluency still needs the residualized AUC's CI above 0.5 and above norm-only's, which a score
-of fluency alone does not reach (residualization removes it).
+above fluency still needs the residualized AUC's CI above 0.5 and above norm-only's, which a linear
+score of fluency does not reach (residualization removes it). A nonlinear transform of fluency can
+pass such a draw: there fluency ranks the label as well as the label itself, and nothing on that
+draw can tell it from a method. It is still judged on every other draw and seed, where the paired
+clause holds (the adversary `fluency_rank` fails the item, `tests/test_meta.py`), and a pass needs
+every draw of every seed.
 
 Reported beside it: fluency-matched pairs (|Δfluency| ≤ 0.10 nats; judged by nobody, shown when ≥ 30
 pairs), a nonlinear control (residualizing on quantile bins of fluency) and the surface baseline's

@@ -434,8 +434,9 @@ def test_a_comparison_the_label_itself_does_not_win_is_reported_not_judged(monke
     """Issue 64's finding: on a draw where fluency alone ranks the behavior label perfectly within
     groups, the label itself cannot beat fluency's AUC by the paired rule, so the clause failed
     every ranking, the answer key included. It is now reported ("n/a"), not judged, as
-    magnitude_control does for a control at the ceiling; the residualized clauses still hold fluency
-    out: a score of fluency alone fails them."""
+    magnitude_control does for a control at the ceiling; the residualized clauses still hold a
+    linear score of fluency out (a nonlinear transform is caught on the draws with room:
+    fluency_control's docstring)."""
     from behaviortrace.checklist import fluency_control
     from behaviortrace.checklist._base import REFERENCE
     from behaviortrace.checklist._common import in_view
