@@ -193,7 +193,7 @@ def verdict_grid(data: dict) -> str:
         + _chip("pass")
         + " holds on every seed "
         + _chip("fail")
-        + " fails (the why names the control it loses to) "
+        + " fails (the why names the comparison it loses: a control, a bar, or chance) "
         + _chip("invalid-setup")
         + " not judged: a failed setup gate or unusable evidence held it back "
         + _chip("error")
