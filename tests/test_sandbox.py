@@ -11,7 +11,9 @@ scratch) and the mark on every record.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -224,6 +226,92 @@ def test_declared_files_are_mounted_read_only(tmp_path):
     finally:
         s.close()
     assert out.error is None and np.array_equal(out.scores, np.linspace(0, 1, 24))
+
+
+DEP_USER = """
+import numpy as np
+import btprobe_dep
+from bt_core.attribution.registry import Estimator
+
+
+class DepUser(Estimator):
+    name = "dep_user"
+    needs = ("weight",)
+
+    def score(self, problem):
+        return np.full(problem.weight.shape[0], btprobe_dep.VALUE)
+"""
+
+JUDGE = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+import dep_user
+from bt_core.attribution.problem import AttributionProblem
+from bt_core.attribution.registry import spec_from
+from bt_core.attribution.sandbox import Isolated, Scoring
+s = Isolated([Path(sys.argv[3])], sys.argv[1], Scoring("sandboxed", "test"))
+try:
+    out = s.score(spec_from(dep_user.DepUser, None, "path:dep_user:DepUser"), {},
+                  AttributionProblem.synthetic())
+finally:
+    s.close()
+print(json.dumps({"error": out.error, "scores": None if out.scores is None else out.scores.tolist()}))
+"""
+
+
+@needs_bwrap
+def test_dependencies_outside_the_interpreters_prefix_are_mounted(tmp_path):
+    """CI's layout (the last CI run's failure): the judge runs in a virtual environment whose
+    dependencies lie in another environment's site-packages, added by a `.pth` line (there, a venv
+    inside the clone; test_installed's scratch venv on top of it). The worker under bubblewrap
+    must import them: a site directory outside the interpreter's prefixes is mounted, read-only,
+    and a site directory holding the cache is not."""
+    deps = tmp_path / "elsewhere" / "lib" / "site-packages"
+    deps.mkdir(parents=True)
+    (deps / "btprobe_dep.py").write_text("VALUE = 7.0\n")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    # this environment's site directories and the checkout (for bt_core), then the outside one
+    sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    lines = [*sites, str(Path(__file__).resolve().parents[1]), str(deps)]
+    Path(purelib, "outer_env.pth").write_text("".join(f"{p}\n" for p in lines))
+    plug = tmp_path / "plug"
+    plug.mkdir()
+    (plug / "dep_user.py").write_text(DEP_USER)
+    (tmp_path / "judge.py").write_text(JUDGE)
+    res = subprocess.run(
+        [str(py), str(tmp_path / "judge.py"), BWRAP, str(plug), str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["error"] is None and out["scores"] == [7.0] * 24, out
+
+
+def test_a_site_directory_holding_the_cache_is_not_mounted(tmp_path, monkeypatch):
+    """The mounts' own rule: site directories on the path are bound read-only wherever they lie,
+    except one that lies in or holds the artifact cache."""
+    from bt_core.attribution.sandbox import _system_mounts
+
+    outside = tmp_path / "other" / "site-packages"
+    holding = tmp_path / "cache" / "site-packages"
+    outside.mkdir(parents=True)
+    holding.mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(outside), str(holding)])
+    args = _system_mounts([(tmp_path / "cache").resolve()])
+    pairs = {args[i + 1] for i, a in enumerate(args) if a == "--ro-bind"}
+    assert str(outside) in pairs and str(holding) not in pairs, args
 
 
 # --------------------------------------------------------------------------- on the smoke build

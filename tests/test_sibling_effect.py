@@ -81,7 +81,12 @@ def test_the_effect_matches_central_finite_differences_along_the_engine_s_step(s
 
 def test_every_draw_holds_its_label_and_its_audit(smoke_artifacts):
     """effect.npy has one finite float64 per sibling, read-only; draw.json carries the exact-change
-    audit, whose signs agree with the label (the module's claim about the linearization)."""
+    audit, whose signs agree with the label on every sibling with a non-negligible effect (the
+    module's claim about the linearization). A sibling whose effect is below 1% of the draw's median
+    |effect| may flip: its first-order label is then smaller than the second-order term the
+    linearization leaves out. Builds of the test key on other machines (other float rounding)
+    differ there: one sibling of one draw flipped, at 0.06% of its draw's median, so asserting
+    agreement on all 32 rows would assert the machine, not the label (CI's failure at 818a4bf)."""
     from bt_core.artifacts.readonly import is_readonly
     from bt_core.counterfactual.sibling_effect import AUDIT
 
@@ -91,8 +96,13 @@ def test_every_draw_holds_its_label_and_its_audit(smoke_artifacts):
             assert e.dtype == np.float64 and e.shape == (len(d.rollouts),) and np.isfinite(e).all()
             assert is_readonly(e) and 0.0 < float(np.mean(e > 0)) < 1.0
             audit = d.info["effect"]["audit"]
-            assert audit["rows"] == min(AUDIT, e.size) and audit["sign_agreement"] == 1.0, audit
-            np.testing.assert_allclose(np.sign(audit["exact"]), np.sign(e[: audit["rows"]]))
+            head, exact = e[: audit["rows"]], np.asarray(audit["exact"])
+            assert audit["rows"] == min(AUDIT, e.size) and exact.shape == head.shape, audit
+            agree = np.sign(exact) == np.sign(head)
+            assert audit["sign_agreement"] == pytest.approx(float(np.mean(agree)))
+            counted = np.abs(head) >= 0.01 * np.median(np.abs(e))
+            assert counted.sum() >= 0.9 * head.size, (counted.sum(), head.size)
+            assert agree[counted].all(), (head[counted & ~agree], exact[counted & ~agree])
 
 
 def test_no_estimator_is_handed_the_causal_label(smoke_evidence):

@@ -249,7 +249,28 @@ def declared_files(spec: EstimatorSpec) -> list[Path]:
     return [(base / Path(f)).resolve() for f in own]
 
 
-def _system_mounts() -> list[str]:
+def _site_dirs() -> list[Path]:
+    """The directories the worker's interpreter imports its dependencies from, wherever they lie:
+    the site directories on this interpreter's path, those its own prefix holds and those its
+    ``.pth`` files add (a virtual environment whose dependencies live in another environment,
+    e.g. a CI runner's venv inside the clone). Only folders named ``site-packages`` or
+    ``dist-packages`` or listed by `site`: never the working directory, a checkout root or anything
+    else on ``sys.path``. (The user site is not among them: the worker runs with
+    ``PYTHONNOUSERSITE``.)"""
+    import site
+
+    named = {Path(p) for p in site.getsitepackages() if Path(p).is_dir()}
+    for p in sys.path:
+        q = Path(p)
+        if q.name in ("site-packages", "dist-packages") and q.is_dir():
+            named.add(q)
+    return sorted(named)
+
+
+def _system_mounts(forbidden: list[Path] = ()) -> list[str]:
+    """bubblewrap's read-only mounts of the system and the Python environment: /usr, /etc, the
+    interpreter's prefixes and its site directories (`_site_dirs`), none that lies in or holds a
+    `forbidden` root (the artifact cache)."""
     args = []
     for name in ("bin", "lib", "lib64", "sbin"):
         p = Path("/") / name
@@ -258,9 +279,14 @@ def _system_mounts() -> list[str]:
         elif p.exists():
             args += ["--ro-bind", str(p), str(p)]
     args += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
-    for prefix in sorted({sys.prefix, sys.base_prefix, sys.exec_prefix}):
-        if not Path(prefix).resolve().is_relative_to("/usr"):
-            args += ["--ro-bind", prefix, prefix]
+    bound = [Path("/usr")]
+    prefixes = sorted({Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)})
+    for p in [*prefixes, *_site_dirs()]:
+        real = p.resolve()
+        if any(real.is_relative_to(b) for b in bound) or _inside(p, list(forbidden)):
+            continue
+        args += ["--ro-bind", str(p), str(p)]
+        bound.append(real)
     return args
 
 
@@ -336,7 +362,7 @@ class Isolated:
             "--clearenv",
             "--tmpfs",
             "/tmp",
-            *_system_mounts(),
+            *_system_mounts(self.forbidden),
             "--proc",
             "/proc",
             "--dev",
