@@ -256,7 +256,8 @@ try:
                   AttributionProblem.synthetic())
 finally:
     s.close()
-print(json.dumps({"error": out.error, "scores": None if out.scores is None else out.scores.tolist()}))
+scores = None if out.scores is None else out.scores.tolist()
+print(json.dumps({"error": out.error, "scores": scores}))
 """
 
 
