@@ -291,3 +291,20 @@ def test_a_parallel_build_names_what_each_seed_builds_at_least_every_heartbeat(s
     assert len(waiting) >= 2, lines
     assert all("seed 1" not in ln.split("building:")[1] for ln in waiting[1:]), waiting
     assert pipeline.BUILD_HEARTBEAT_S <= 30  # issue 39's bar: a line at least every 30 s
+
+
+def test_an_argument_the_system_cannot_look_up_is_not_found_not_an_internal_error(tmp_path):
+    """A stray word on the command line (a mistyped option's value, a list pasted without its
+    `--estimator=`) can be a name longer than the file system allows: pytest says it was not
+    found (exit 4), not an INTERNALERROR from the plugin's look for a suite under it."""
+    long = ",".join(f"adversaries:Estimator{i}" for i in range(20))  # 400+ characters
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", long],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode == 4 and "INTERNALERROR" not in out, out[-2000:]
+    assert "not found" in out, out[-2000:]
