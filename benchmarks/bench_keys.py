@@ -229,6 +229,9 @@ def _build(scale: Scale, seeds: list[int], root: Path, workers: int) -> dict:
         scale.draws,
         seeds,
         workers=workers,
+        # a campaign's build is minutes (a default one about 13): its log names the stage and the
+        # seed at least every 30 s, on stderr, as the suite's does
+        progress=True,
         counterfactual=scale.counterfactual,
     )
 
