@@ -59,28 +59,50 @@ def smoke_scale():
     return get_scale("smoke")
 
 
+def _build_smoke(scale, cache):
+    from bt_core.artifacts.store import ArtifactStore
+    from bt_core.pipeline import build_all
+
+    return build_all(
+        ArtifactStore(cache),
+        scale.run,
+        scale.sketch,
+        scale.draws,
+        list(SMOKE_SEEDS),
+        workers=2,
+        counterfactual=scale.counterfactual,
+    )
+
+
 @pytest.fixture(scope="session")
-def smoke_cache(tmp_path_factory):
-    """One artifact cache for the whole test session (pytester runs reuse it, so nothing
-    retrains)."""
-    return tmp_path_factory.mktemp("bt_cache")
+def smoke_cache(tmp_path_factory, smoke_scale):
+    """One artifact cache of the smoke build for the whole test session (pytester runs reuse it,
+    so nothing retrains), built on first use.
+
+    Under pytest-xdist the workers build it once between them: the first worker to need it builds
+    it (on both cores) into a folder the session's workers share, the others wait for its lock,
+    and each worker then works on its own copy (118 MB, about a second), so that what one
+    worker's tests write into their cache (kept scores, a test's checks of the build log) never
+    meets another's. A cache per worker built on its own cost one smoke build per worker, run at
+    the same time on the same two cores."""
+    own = tmp_path_factory.mktemp("bt_cache")
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return own
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / "bt_cache_shared"
+    with FileLock(f"{shared}.lock"):
+        if not (shared / ".built").exists():
+            _build_smoke(smoke_scale, shared)
+            (shared / ".built").touch()
+    shutil.copytree(shared, own, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".built"))
+    return own
 
 
 @pytest.fixture(scope="session")
 def smoke_artifacts(smoke_scale, smoke_cache):
-    from bt_core.artifacts.store import ArtifactStore
-    from bt_core.pipeline import build_all
-
-    s = smoke_scale
-    return build_all(
-        ArtifactStore(smoke_cache),
-        s.run,
-        s.sketch,
-        s.draws,
-        list(SMOKE_SEEDS),
-        workers=2,
-        counterfactual=s.counterfactual,
-    )
+    """The smoke build's artifacts, loaded from (or, outside xdist, built into) `smoke_cache`."""
+    return _build_smoke(smoke_scale, smoke_cache)
 
 
 @pytest.fixture(scope="session")
