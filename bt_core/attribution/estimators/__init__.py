@@ -5,6 +5,7 @@ from bt_core.attribution.estimators import (  # noqa: F401
     cosine,
     dot,
     fluency,
+    ladder,
     local_buffer,
     metagrad,
     norm_only,

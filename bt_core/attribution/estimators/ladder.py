@@ -1,0 +1,148 @@
+"""The rungs from cheap to exact (issue 62): `ladder_r0`, `ladder_r0c`, `ladder_r1`, `ladder_r2`,
+`ladder_r3`, one estimator per rung so that one session can judge several, each the exact derivative
+of the ideal's own f (the behavior NLL at the measurement step) through a surrogate of the logged
+updates with some dependencies frozen (`bt_core.counterfactual.ladder` holds the mathematics and
+the rungs' one-sentence definitions); `metagrad` is the top rung. The rung is also a setting
+(`--estimator-param ladder_r1.rung=R2`), recorded in the scorecard like any other.
+
+    score_i = −∂f_rung/∂w_i |_{w=1}      the sign convention of every estimator
+
+They read only what `metagrad` reads (`needs` is its list) and follow its trajectory: `states`
+"auto" is `metagrad`'s rule (the replayed float64 trajectory when it fits in memory), so the ladder
+is not confounded by drift; R0 and R0c read the stored checkpoints, their point being no replay.
+Rollouts outside the trained window get 0, as `metagrad`'s do.
+
+On a **draw** the one update a sibling acts on is the run's step at the analysis checkpoint, from
+the empty step (w = 0). There the clip is inactive and the second moment is flat in w (`metagrad`'s
+draw docstring), so R1, R2 and R3 are all exactly `metagrad`'s one-step score; R0 and R0c take the
+plain gradient step of size η at the checkpoint: −η c ⟨∇ℓ_i(θ_S), ∇f(θ_S)⟩, the measure taken at
+the checkpoint (one step from it, θ_T and θ_c are the same checkpoint to first order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bt_core.attribution.estimators.metagrad import DTYPES, STATES_MAX_BYTES, MetaGrad
+from bt_core.attribution.registry import Estimator, register
+
+
+class Ladder(Estimator):
+    """−∂f/∂w through a surrogate of the logged updates (`bt_core.counterfactual.ladder`)."""
+
+    name = "ladder"
+    levels = ("rollout",)
+    needs = MetaGrad.needs
+    default_rung = "R3"
+
+    def __init__(
+        self,
+        rung: str | None = None,
+        dtype: str = "float64",
+        window_only: bool = True,
+        states: str = "auto",
+    ):
+        from bt_core.counterfactual.ladder import rung as check_rung
+        from bt_core.counterfactual.metagrad import STATES
+
+        rung = self.default_rung if rung is None else rung
+        check_rung(rung)
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype={dtype!r} is unknown; choose one of {', '.join(DTYPES)}")
+        if states not in ("auto", *STATES):
+            raise ValueError(
+                f"states={states!r} is unknown; choose one of auto, {', '.join(STATES)} (as "
+                "metagrad's)"
+            )
+        super().__init__(rung=rung, dtype=dtype, window_only=window_only, states=states)
+        self.rung, self.dtype, self.window_only, self.states = (
+            rung,
+            dtype,
+            bool(window_only),
+            states,
+        )
+        self.figures: dict = {}
+
+    def score(self, problem) -> np.ndarray:
+        import torch
+
+        from bt_core.counterfactual.ladder import rung_gradient
+        from bt_core.counterfactual.metagrad import LoggedStream, state_bytes
+
+        if problem.measure is None:
+            raise ValueError(
+                f"{problem.name or 'the problem'} has no behavior measure (`measure` is None: the "
+                "artifacts were built without counterfactual replays), so there is no f to "
+                "differentiate; build with the scale's counterfactual config"
+            )
+        if problem.kind == "draw":
+            return self._score_draw(problem)
+        stream = LoggedStream(
+            problem.rollouts,
+            problem.codec,
+            problem.model_at,
+            problem.optimizer_at,
+            tuple(int(c) for c in np.asarray(problem.checkpoint_steps)),
+            float(problem.grad_clip),
+        )
+        m, dtype = problem.measure, getattr(torch, self.dtype)
+        states = self.states
+        if states == "auto":
+            fits = state_bytes(stream, int(m.step), dtype) <= STATES_MAX_BYTES
+            states = "replayed" if fits else "stored"
+        out = rung_gradient(
+            stream, m.examples, int(m.step), self.rung, dtype=dtype, threads=1, states=states
+        )
+        self.figures[problem.name] = {k: v for k, v in out.items() if k != "dfdw"}
+        scores = -np.asarray(out["dfdw"], np.float64)
+        if self.window_only and m.window is not None:
+            scores = np.where(np.asarray(m.window, bool), scores, 0.0)
+        return scores
+
+    def _score_draw(self, problem) -> np.ndarray:
+        import torch
+
+        from bt_core.counterfactual.ladder import RUNGS, rollout_dots
+        from bt_core.counterfactual.metagrad import _hyper
+        from bt_core.training.behavior import measure_loss
+        from bt_core.training.model import cast_model, torch_threads
+
+        if RUNGS[self.rung].replay:
+            return MetaGrad(dtype=self.dtype)._score_draw(problem, torch)
+        m, step = problem.measure, int(problem.extra["analysis_step"])
+        with torch_threads(1):
+            model = cast_model(problem.model_at(step), getattr(torch, self.dtype))
+            lr = _hyper(problem.optimizer_at(step, model))["lr"]
+            params = list(model.parameters())
+            grad = torch.autograd.grad(
+                measure_loss(model, m.examples, problem.codec.pad_id), params
+            )
+            dots = rollout_dots(
+                model,
+                [p.detach() for p in params],
+                [g.detach() for g in grad],
+                problem.rollouts,
+                problem.codec,
+            )
+        return -lr * float(problem.extra["loss_weight"]) * dots
+
+
+def _rung_class(rung: str) -> type[Ladder]:
+    from bt_core.counterfactual.ladder import RUNGS
+
+    cls = type(
+        f"Ladder{rung}",
+        (Ladder,),
+        {
+            "name": f"ladder_{rung.lower()}",
+            "default_rung": rung,
+            "__doc__": f"Rung {rung} of the ladder: {RUNGS[rung].sentence}.",
+            "__module__": __name__,
+        },
+    )
+    return register(cls)
+
+
+LadderR0, LadderR0c, LadderR1, LadderR2, LadderR3 = (
+    _rung_class(r) for r in ("R0", "R0c", "R1", "R2", "R3")
+)

@@ -1,0 +1,264 @@
+"""The ladder's rungs (`bt_core.counterfactual.ladder`, estimators `ladder_r0` … `ladder_r3`): each
+is the exact derivative of its own surrogate of the logged updates, checked against central finite
+differences of that surrogate written out forward here, step by step, on the smoke build's seed 0
+(the tiny problem: a 64-wide model, the window's dozen steps). The surrogate's forward recursion is
+AdamW's, with the rung's frozen quantities held at their logged values; the rung computes the same
+derivative by the reverse sweep and forward-mode products, so the two share no code but the
+trajectory's replay. Uses the session's smoke artifacts (marked `train` by conftest)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+
+N_CHECKED = 6  # window rollouts with A ≠ 0 per rung, over distinct steps
+# w_i = 1 ± EPS. Small, because AdamW's first update (step 0, v = 0) is u/(|u| + ε') per
+# coordinate, nearly a sign: the surrogate is linear in w only within about |u_j| / |∂u_j/∂w_i| of
+# w = 1, which is narrow where |u_j| is small. Measured on the step-0 rollout checked here (R2): the
+# central difference's relative error to the rung is 0.15 at ε = 1e-4, 1.3e-3 at 1e-5, 1.3e-5 at
+# 1e-6 and 1.6e-7 at 1e-7 (it converges); on later steps 1e-8 at every ε from 1e-3 to 1e-6
+EPS = 1e-6
+EPS_CHECKPOINT = 1e-4  # R0, R0c: f along a line, smooth (at 1e-6 rounding reaches 9e-5)
+MAX_REL_ERR = 1e-4
+RUNG_NAMES = ("R0", "R0c", "R1", "R2", "R3")
+
+
+@dataclass
+class _At:
+    """The replayed trajectory before step s: θ_s, m_s, v_s (flat float64), AdamW's step count t
+    and the step's unclipped gradient g_s."""
+
+    theta: torch.Tensor
+    m: torch.Tensor
+    v: torch.Tensor
+    t: int
+    g: torch.Tensor
+
+
+def _flat(xs) -> torch.Tensor:
+    return torch.cat([x.detach().reshape(-1) for x in xs])
+
+
+def _step_loss(model, part, codec) -> torch.Tensor:
+    from bt_core.counterfactual.replay import loss_weights
+    from bt_core.training import grpo
+    from bt_core.training.objective import rollout_logprob
+
+    live = np.flatnonzero(np.asarray(part.advantage) != 0)
+    coef = loss_weights(part.group)[live] * np.asarray(part.advantage, np.float64)[live]
+    ell = rollout_logprob(model, grpo.batch_of(part.select(live), codec))
+    return -(torch.from_numpy(coef) * ell).sum()
+
+
+def _rollout_grad(model, table, i: int, codec) -> torch.Tensor:
+    """∇ℓ_i at the model's parameters, from a batch of row i alone."""
+    from bt_core.training import grpo
+    from bt_core.training.objective import rollout_logprob
+
+    model.train()
+    ell = rollout_logprob(model, grpo.batch_of(table.select(np.array([i])), codec))[0]
+    return _flat(torch.autograd.grad(ell, list(model.parameters())))
+
+
+# the clip of the clipped variant: the run's (1.0) never acts at smoke, where every step's gradient
+# norm is 0.15–0.47 on seed 0, so R3's clip term is checked on the same run replayed under this
+# clip, which cuts about half its steps
+LOW_CLIP = 0.27
+
+
+@pytest.fixture(scope="module")
+def tiny(smoke_evidence):
+    return _trajectory(smoke_evidence)
+
+
+@pytest.fixture(scope="module")
+def tiny_clipped(smoke_evidence):
+    return _trajectory(smoke_evidence, LOW_CLIP)
+
+
+def _trajectory(smoke_evidence, clip: float | None = None) -> dict:
+    """Seed 0's run, measure and replayed float64 trajectory from step 0 to the measurement step
+    (`counterfactual.replay.partial_update`, as the suite's float64 replays and the rungs run),
+    under the run's clip or `clip`."""
+    from bt_core.counterfactual.replay import partial_update, step_bounds
+    from bt_core.training.model import cast_model, torch_threads
+
+    a = smoke_evidence.artifacts[0]
+    run, measure = a.run, a.replays.measure
+    clip = run.config.grpo.grad_clip if clip is None else clip
+    t, T = run.rollouts, int(measure.step)
+    traj = []
+    with torch_threads(1):
+        model = cast_model(run.model_at(0), torch.float64)
+        opt = run.optimizer_at(0, model)
+        params = list(model.parameters())
+        bounds = step_bounds(t.step, 0, T)
+        for s in range(T):
+            part = t.select(np.arange(bounds[s], bounds[s + 1]))
+            st = [opt.state.get(p, {}) for p in params]
+            zeros = [torch.zeros_like(p) for p in params]
+            m = _flat([x.get("exp_avg", z) for x, z in zip(st, zeros, strict=True)])
+            v = _flat([x.get("exp_avg_sq", z) for x, z in zip(st, zeros, strict=True)])
+            count = int(float(st[0]["step"])) + 1 if "step" in st[0] else 1
+            model.train()
+            g = _flat(torch.autograd.grad(_step_loss(model, part, run.codec), params))
+            traj.append(_At(_flat(params), m, v, count, g))
+            adv = np.asarray(part.advantage, np.float64)
+            partial_update(model, opt, part, adv != 0, adv, run.codec, clip)
+    g0 = opt.param_groups[0]
+    hp = {"lr": g0["lr"], "b1": g0["betas"][0], "b2": g0["betas"][1], "eps": g0["eps"]}
+    hp["wd"] = g0["weight_decay"]
+    out = {"a": a, "run": run, "measure": measure, "T": T, "traj": traj, "hp": hp, "clip": clip}
+    out["clipped_steps"] = sum(float(x.g.norm()) + 1e-6 > clip for x in traj)
+    return out
+
+
+def _f_at(run, measure, theta: torch.Tensor) -> float:
+    """f(θ): the behavior NLL at the flat parameters θ."""
+    from bt_core.training.behavior import behavior_nll
+    from bt_core.training.model import cast_model
+
+    model = cast_model(run.model_at(0), torch.float64)
+    torch.nn.utils.vector_to_parameters(theta, model.parameters())
+    return behavior_nll(model, measure.examples, run.codec.pad_id)
+
+
+def _surrogate_theta_T(tiny, rung, s: int, dg: torch.Tensor) -> torch.Tensor:
+    """θ_T of rung `rung`'s surrogate when step s's gradient moves by dg: AdamW's recursion from
+    the logged state of step s, every later gradient frozen at its logged value (no curvature), and
+    per rung the clip (R1, R2), the second moment (R1) and the carried first moment (R1) frozen."""
+    hp, clip, traj = tiny["hp"], tiny["clip"], tiny["traj"]
+    lr, b1, b2, eps, wd = hp["lr"], hp["b1"], hp["b2"], hp["eps"], hp["wd"]
+    theta, m, v = traj[s].theta.clone(), traj[s].m.clone(), traj[s].v.clone()
+    for r in range(s, tiny["T"]):
+        at = traj[r]
+        g = at.g + dg if r == s else at.g
+        k_logged = min(1.0, clip / (float(at.g.norm()) + 1e-6))
+        kappa = min(1.0, clip / (float(g.norm()) + 1e-6)) if rung.clip else k_logged
+        u, u_logged = kappa * g, k_logged * at.g
+        m = b1 * (m if rung.momentum else at.m) + (1 - b1) * u
+        v = b2 * v + (1 - b2) * u * u if rung.second_moment else b2 * at.v + (1 - b2) * u_logged**2
+        bc1, bc2 = 1 - b1**at.t, 1 - b2**at.t
+        theta = (1 - lr * wd) * theta - (lr / bc1) * m / (v.sqrt() / math.sqrt(bc2) + eps)
+    return theta
+
+
+def _fd(tiny, name: str, i: int) -> float:
+    """(f(w_i = 1 + ε) − f(w_i = 1 − ε)) / 2ε through rung `name`'s surrogate, written forward."""
+    from bt_core.counterfactual.ladder import RUNGS
+    from bt_core.counterfactual.replay import loss_weights, step_bounds
+    from bt_core.training.model import cast_model
+
+    r, run, measure, T = RUNGS[name], tiny["run"], tiny["measure"], tiny["T"]
+    t = run.rollouts
+    s = int(np.asarray(t.step)[i])
+    lo, hi = step_bounds(t.step, s, s + 1)
+    coef = float(loss_weights(t.select(np.arange(lo, hi)).group)[i - lo] * t.advantage[i])
+    if not r.replay:  # plain gradient steps of size η at the stored checkpoint c ≤ s
+        c = max(int(x) for x in run.checkpoint_steps if x <= s)
+        model_c = cast_model(run.model_at(c), torch.float64)
+        step = tiny["hp"]["lr"] * coef * _rollout_grad(model_c, t, i, run.codec)
+        base = (
+            _flat(model_c.parameters())
+            if r.target_at_checkpoint
+            else _flat(cast_model(run.model_at(T), torch.float64).parameters())
+        )
+        e = EPS_CHECKPOINT
+        return (_f_at(run, measure, base + e * step) - _f_at(run, measure, base - e * step)) / (
+            2 * e
+        )
+    model = cast_model(run.model_at(0), torch.float64)
+    torch.nn.utils.vector_to_parameters(tiny["traj"][s].theta, model.parameters())
+    dg = -coef * _rollout_grad(model, t, i, run.codec)  # ∂g_s/∂w_i
+    plus = _f_at(run, measure, _surrogate_theta_T(tiny, r, s, EPS * dg))
+    minus = _f_at(run, measure, _surrogate_theta_T(tiny, r, s, -EPS * dg))
+    return (plus - minus) / (2 * EPS)
+
+
+def _checked_rows(tiny) -> np.ndarray:
+    t, a = tiny["run"].rollouts, tiny["a"]
+    adv, step = np.asarray(t.advantage), np.asarray(t.step)
+    live = np.flatnonzero(np.asarray(a.replays.window) & (adv != 0) & (step < tiny["T"]))
+    rng = np.random.default_rng(0)
+    firsts = [rng.choice(live[step[live] == s]) for s in np.unique(step[live])]
+    return np.sort(rng.permutation(firsts)[:N_CHECKED])
+
+
+def _rung_scores(smoke_evidence, name: str, clip: float | None = None) -> np.ndarray:
+    """Rung `name`'s scores on seed 0's stream, through the estimator (handed only its `needs`),
+    or under another clip through `rung_gradient` on the same handout (the states replayed, as
+    the estimator's `auto` picks at smoke)."""
+    from bt_core.attribution.catalog import get
+    from bt_core.counterfactual.ladder import rung_gradient
+    from bt_core.counterfactual.metagrad import LoggedStream
+
+    spec = get(f"ladder_{name.lower()}")
+    assert set(spec.needs) == set(get("metagrad").needs)
+    p = smoke_evidence.stream_problem(0).handout(spec.needs)
+    if clip is None:
+        return spec.create().score(p)
+    steps = tuple(int(c) for c in np.asarray(p.checkpoint_steps))
+    stream = LoggedStream(p.rollouts, p.codec, p.model_at, p.optimizer_at, steps, clip)
+    out = rung_gradient(
+        stream, p.measure.examples, int(p.measure.step), name, threads=1, states="replayed"
+    )
+    return -out["dfdw"]
+
+
+@pytest.mark.parametrize(
+    "name, clipped", [(n, False) for n in RUNG_NAMES] + [("R2", True), ("R3", True)]
+)
+def test_each_rung_is_the_derivative_of_its_surrogate(
+    smoke_evidence, tiny, tiny_clipped, name, clipped
+):
+    """−score_i = ∂f_rung/∂w_i equals the central difference of the rung's surrogate, written
+    forward (`_surrogate_theta_T`), on rollouts of distinct steps of the window; under the run's
+    clip, and for R2 and R3 under a clip that acts (`LOW_CLIP`), where R3's clip term is live."""
+    from bt_core.training.model import torch_threads
+
+    t = tiny_clipped if clipped else tiny
+    if clipped:
+        assert 3 <= t["clipped_steps"] <= len(t["traj"]) - 3, t["clipped_steps"]
+    scores = _rung_scores(smoke_evidence, name, LOW_CLIP if clipped else None)
+    rows = _checked_rows(t)
+    assert rows.size == N_CHECKED
+    with torch_threads(1):
+        fd = np.array([_fd(t, name, int(i)) for i in rows])
+    got = -scores[rows]
+    rel = np.abs(got - fd) / np.maximum(np.abs(fd), np.abs(got))
+    assert np.all(np.abs(fd) > 1e-10), fd  # a real derivative, not rounding noise
+    print(
+        f"{name}{' clipped' if clipped else ''} vs its surrogate's central FD: worst relative "
+        f"error {rel.max():.3g}"
+    )
+    assert rel.max() <= MAX_REL_ERR, {int(i): (g, d) for i, g, d in zip(rows, got, fd, strict=True)}
+    if not clipped:
+        window = np.asarray(t["a"].replays.window)
+        assert np.all(scores[~window] == 0.0)
+
+
+def test_each_rung_moves_the_scores_where_what_it_adds_acts(smoke_evidence, tiny, tiny_clipped):
+    """No two rungs give the same scores on the window, with one exception that the fixture
+    explains: R3 adds the clip's dependence on w, and the run's clip never acts at smoke, so R3 is
+    R2 there exactly; under a clip that acts they differ."""
+    window = np.asarray(tiny["a"].replays.window)
+    got = {n: _rung_scores(smoke_evidence, n)[window] for n in RUNG_NAMES}
+    assert tiny["clipped_steps"] == 0
+    assert np.array_equal(got["R2"], got["R3"])
+    for x in RUNG_NAMES:
+        for y in RUNG_NAMES:
+            if x < y and (x, y) != ("R2", "R3"):
+                assert not np.allclose(got[x], got[y], rtol=1e-6, atol=0), (x, y)
+    low = {n: _rung_scores(smoke_evidence, n, LOW_CLIP)[window] for n in ("R2", "R3")}
+    assert not np.allclose(low["R2"], low["R3"], rtol=1e-6, atol=0)
+
+
+def test_an_unknown_rung_names_them_all():
+    from bt_core.attribution.catalog import get
+
+    with pytest.raises(ValueError, match=r"rung='R9' is unknown; choose one of R0: .*R3: "):
+        get("ladder_r1").create(rung="R9")
