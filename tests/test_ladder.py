@@ -1,4 +1,4 @@
-"""The ladder's rungs (`bt_core.counterfactual.ladder`, estimators `ladder_r0` … `ladder_r3`): each
+"""The ladder's rungs (`bt_core.counterfactual.ladder`, estimators `ladder_r0` … `ladder_r4`): each
 is the exact derivative of its own surrogate of the logged updates, checked against central finite
 differences of that surrogate written out forward here, step by step, on the smoke build's seed 0
 (the tiny problem: a 64-wide model, the window's dozen steps). The surrogate's forward recursion is
@@ -127,16 +127,29 @@ def _f_at(run, measure, theta: torch.Tensor) -> float:
     return behavior_nll(model, measure.examples, run.codec.pad_id)
 
 
-def _surrogate_theta_T(tiny, rung, s: int, dg: torch.Tensor) -> torch.Tensor:
+def _surrogate_theta_T(
+    tiny, rung, s: int, dg: torch.Tensor, curved_from: int | None = None
+) -> torch.Tensor:
     """θ_T of rung `rung`'s surrogate when step s's gradient moves by dg: AdamW's recursion from
-    the logged state of step s, every later gradient frozen at its logged value (no curvature), and
-    per rung the clip (R1, R2), the second moment (R1) and the carried first moment (R1) frozen."""
-    hp, clip, traj = tiny["hp"], tiny["clip"], tiny["traj"]
+    the logged state of step s, every later gradient frozen at its logged value (no curvature)
+    except from step `curved_from` on (R4), where it is taken afresh at the moved θ; per rung the
+    clip (R1, R2), the second moment (R1) and the carried first moment (R1) frozen."""
+    from bt_core.counterfactual.replay import step_bounds
+    from bt_core.training.model import cast_model
+
+    hp, clip, traj, run = tiny["hp"], tiny["clip"], tiny["traj"], tiny["run"]
     lr, b1, b2, eps, wd = hp["lr"], hp["b1"], hp["b2"], hp["eps"], hp["wd"]
     theta, m, v = traj[s].theta.clone(), traj[s].m.clone(), traj[s].v.clone()
+    model = cast_model(run.model_at(0), torch.float64)
+    bounds = step_bounds(run.rollouts.step, 0, tiny["T"])
     for r in range(s, tiny["T"]):
         at = traj[r]
         g = at.g + dg if r == s else at.g
+        if curved_from is not None and r > s and r >= curved_from:
+            torch.nn.utils.vector_to_parameters(theta, model.parameters())
+            model.train()
+            part = run.rollouts.select(np.arange(bounds[r], bounds[r + 1]))
+            g = _flat(torch.autograd.grad(_step_loss(model, part, run.codec), model.parameters()))
         k_logged = min(1.0, clip / (float(at.g.norm()) + 1e-6))
         kappa = min(1.0, clip / (float(g.norm()) + 1e-6)) if rung.clip else k_logged
         u, u_logged = kappa * g, k_logged * at.g
@@ -147,8 +160,16 @@ def _surrogate_theta_T(tiny, rung, s: int, dg: torch.Tensor) -> torch.Tensor:
     return theta
 
 
-def _fd(tiny, name: str, i: int) -> float:
-    """(f(w_i = 1 + ε) − f(w_i = 1 − ε)) / 2ε through rung `name`'s surrogate, written forward."""
+def _curved_from(tiny, k: int) -> int | None:
+    """The first step of the last `k` checkpoint intervals before T (None for k = 0)."""
+    T = tiny["T"]
+    cuts = sorted({int(c) for c in tiny["run"].checkpoint_steps if c < T} | {T})
+    return None if k == 0 else cuts[max(0, len(cuts) - 1 - k)]
+
+
+def _fd(tiny, name: str, i: int, k: int = 0) -> float:
+    """(f(w_i = 1 + ε) − f(w_i = 1 − ε)) / 2ε through rung `name`'s surrogate, written forward (R4:
+    with the curvature of the last `k` checkpoint intervals)."""
     from bt_core.counterfactual.ladder import RUNGS
     from bt_core.counterfactual.replay import loss_weights, step_bounds
     from bt_core.training.model import cast_model
@@ -174,8 +195,9 @@ def _fd(tiny, name: str, i: int) -> float:
     model = cast_model(run.model_at(0), torch.float64)
     torch.nn.utils.vector_to_parameters(tiny["traj"][s].theta, model.parameters())
     dg = -coef * _rollout_grad(model, t, i, run.codec)  # ∂g_s/∂w_i
-    plus = _f_at(run, measure, _surrogate_theta_T(tiny, r, s, EPS * dg))
-    minus = _f_at(run, measure, _surrogate_theta_T(tiny, r, s, -EPS * dg))
+    cf = _curved_from(tiny, k)
+    plus = _f_at(run, measure, _surrogate_theta_T(tiny, r, s, EPS * dg, cf))
+    minus = _f_at(run, measure, _surrogate_theta_T(tiny, r, s, -EPS * dg, cf))
     return (plus - minus) / (2 * EPS)
 
 
@@ -262,3 +284,45 @@ def test_an_unknown_rung_names_them_all():
 
     with pytest.raises(ValueError, match=r"rung='R9' is unknown; choose one of R0: .*R3: "):
         get("ladder_r1").create(rung="R9")
+
+
+def test_r4_is_the_derivative_of_its_surrogate_and_spans_r3_to_the_ideal(smoke_evidence, tiny):
+    """R4(k): the curvature of the last k checkpoint intervals. k = 1 matches the central difference
+    of its surrogate written forward (each gradient of the last interval taken afresh at the moved
+    θ), on rollouts before and inside that interval; k = 0 is R3 exactly; k at least the number of
+    intervals is the exact ideal, `metagrad` (the same reverse sweep, so equal to rounding)."""
+    from bt_core.attribution.catalog import get
+    from bt_core.training.model import torch_threads
+
+    T = tiny["T"]
+    n_intervals = len({int(c) for c in tiny["run"].checkpoint_steps if c < T})
+    assert n_intervals >= 2, "the ladder's R4 needs two intervals to lie strictly between R3 and R5"
+    p = smoke_evidence.stream_problem(0)
+    r4 = get("ladder_r4").create(k=1).score(p.handout())
+    rows = _checked_rows(tiny)
+    step = np.asarray(tiny["run"].rollouts.step)
+    cut = _curved_from(tiny, 1)
+    assert (step[rows] < cut).any() and (step[rows] >= cut).any(), (step[rows], cut)
+    with torch_threads(1):
+        fd = np.array([_fd(tiny, "R4", int(i), k=1) for i in rows])
+    got = -r4[rows]
+    rel = np.abs(got - fd) / np.maximum(np.abs(fd), np.abs(got))
+    print(f"R4(1) vs its surrogate's central FD: worst relative error {rel.max():.3g}")
+    assert rel.max() <= MAX_REL_ERR, {int(i): (g, d) for i, g, d in zip(rows, got, fd, strict=True)}
+
+    r3 = get("ladder_r3").create().score(p.handout())
+    assert np.array_equal(get("ladder_r4").create(k=0).score(p.handout()), r3)
+    assert not np.allclose(r4, r3, rtol=1e-6, atol=0)
+    ideal = get("metagrad").create().score(p.handout())
+    for k in (n_intervals, n_intervals + 5):
+        full = get("ladder_r4").create(k=k).score(p.handout())
+        np.testing.assert_allclose(full, ideal, rtol=1e-9, atol=1e-15 * np.abs(ideal).max())
+
+
+def test_k_is_r4s_alone_and_a_whole_number():
+    from bt_core.attribution.catalog import get
+
+    with pytest.raises(ValueError, match=r"k=-1 must be a whole number ≥ 0"):
+        get("ladder_r4").create(k=-1)
+    with pytest.raises(ValueError, match=r"k=2 is R4's setting .* rung R2 propagates no curvature"):
+        get("ladder_r2").create(k=2)

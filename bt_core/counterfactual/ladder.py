@@ -18,9 +18,14 @@ propagates:
          w_i), the clip frozen and no curvature (every later gradient is taken at its logged θ):
          AdamW-influence's structure (Deng et al. 2026)
     R3   plus the clip's dependence on w (κ_s = min(1, C/(‖g_s‖ + δ)) moves with w_i)
+    R4(k) plus the curvature in the last k checkpoint intervals before T: there each gradient is
+         taken at the θ that w moved (the Hessian-vector products of `metagrad`'s reverse sweep,
+         by its own code); earlier gradients stay at their logged θ. k = 0 is R3; k at least the
+         number of intervals is the exact ideal, `metagrad`
 
-and the exact ideal adds the curvature: each later gradient taken at the θ that w moved, i.e. the
-Hessian-vector products of `metagrad`'s reverse sweep. With the adjoints of
+The nested form (the last k intervals, for every rollout) costs the curved intervals' share of
+`metagrad`'s reverse work; a horizon of k intervals after each rollout's own step would cost about
+k × `metagrad`'s. With the adjoints of
 `bt_core.counterfactual.metagrad` (θ̄, m̄, v̄ swept from T down), R1–R3 are that sweep with the
 Hessian term dropped (θ̄_s = (1 − ηλ) θ̄_{s+1}) and, per rung, m̄ (R1: 0), V (R1: 0) and the clip's
 ⟨ū, g⟩ term (R1, R2: none) dropped; ∂f/∂w_i = −c_i A_i ⟨∇ℓ_i(θ_s), ḡ_s⟩ for every rollout i of
@@ -57,6 +62,8 @@ from bt_core.counterfactual.metagrad import (
     _hyper,
     _Layout,
     _replayed,
+    _reverse_step,
+    _segment,
     _snapshot,
     _State,
     _stored,
@@ -79,6 +86,7 @@ class Rung:
     momentum: bool = False  # m carried from the rollout's step to T
     second_moment: bool = False  # v (hence d) moves with w
     clip: bool = False  # κ moves with w
+    curvature: bool = False  # the later gradients move with θ in the last k checkpoint intervals
 
 
 _R2 = {"replay": True, "momentum": True, "second_moment": True}
@@ -107,6 +115,14 @@ RUNGS = {
             **_R2,
         ),
         Rung("R3", "R2 plus the clip's dependence on the weights", **_R2, clip=True),
+        Rung(
+            "R4",
+            "R3 plus the exact curvature (Hessian-vector products) in the last k checkpoint "
+            "intervals before T: k = 0 is R3, every interval is metagrad",
+            **_R2,
+            clip=True,
+            curvature=True,
+        ),
     )
 }
 # rows per forward-mode product (their tangents are held at once)
@@ -229,16 +245,16 @@ def _replay_segment(stream: LoggedStream, a: int, b: int, dtype, start) -> tuple
     return kept, _hyper(opt)
 
 
-def _reverse(k: _Kept, hp: dict, clip: float, adj, layout: _Layout, r: Rung):
+def _reverse(kp: _Kept, hp: dict, clip: float, adj, layout: _Layout, r: Rung):
     """Pull (θ̄, m̄, v̄) of step s+1 back through step s under rung `r` (module docstring): the
     adjoints of step s and ḡ_s (flat)."""
     lr, b1, b2, eps, wd = hp["lr"], hp["b1"], hp["b2"], hp["eps"], hp["wd"]
     th_bar, m_bar, v_bar = adj
-    st = k.state
+    st = kp.state
     bc1, bc2 = 1.0 - b1**st.t, 1.0 - b2**st.t
-    norm = math.sqrt(layout.block_sum(k.g * k.g))
+    norm = math.sqrt(layout.block_sum(kp.g * kp.g))
     kappa = min(1.0, clip / (norm + CLIP_DELTA))
-    u = kappa * k.g
+    u = kappa * kp.g
     m1, v1 = b1 * st.m + (1 - b1) * u, b2 * st.v + (1 - b2) * u * u
     root = v1.sqrt()
     d = root / math.sqrt(bc2) + eps
@@ -252,8 +268,8 @@ def _reverse(k: _Kept, hp: dict, clip: float, adj, layout: _Layout, r: Rung):
         )
         u_bar = u_bar + 2 * (1 - b2) * u * big_v
     if r.clip and clip / (norm + CLIP_DELTA) < 1.0:
-        dot = layout.block_sum(u_bar * k.g)
-        g_bar = kappa * u_bar - clip / ((norm + CLIP_DELTA) ** 2 * norm) * dot * k.g
+        dot = layout.block_sum(u_bar * kp.g)
+        g_bar = kappa * u_bar - clip / ((norm + CLIP_DELTA) ** 2 * norm) * dot * kp.g
     else:
         g_bar = kappa * u_bar
     m_out = b1 * big_m if r.momentum else torch.zeros_like(th_bar)
@@ -261,9 +277,11 @@ def _reverse(k: _Kept, hp: dict, clip: float, adj, layout: _Layout, r: Rung):
 
 
 def _stepwise_rung(
-    stream: LoggedStream, examples, measure_step: int, r: Rung, dtype, states: str
+    stream: LoggedStream, examples, measure_step: int, r: Rung, dtype, states: str, k: int = 0
 ) -> dict:
-    """R1–R3 (module docstring), on the trajectory `states` names (as `metagrad.metagradient`)."""
+    """R1–R4 (module docstring), on the trajectory `states` names (as `metagrad.metagradient`):
+    the last `k` checkpoint intervals (R4) through `metagrad`'s own segment replay and reverse step,
+    the Hessian term included; the others without it."""
     t = stream.rollouts
     step = np.asarray(t.step)
     cuts = sorted(
@@ -276,24 +294,33 @@ def _stepwise_rung(
     th = _flat(grad)
     adj = (th, torch.zeros_like(th), torch.zeros_like(th))
     dfdw = np.zeros(len(step))
-    for a, b in reversed(list(zip(cuts[:-1], cuts[1:], strict=True))):
+    for j, (a, b) in enumerate(reversed(list(zip(cuts[:-1], cuts[1:], strict=True)))):
         start = kept.pop(a, None)
-        steps, hp = _replay_segment(stream, a, b, dtype, start)
         bounds = step_bounds(step, a, b)
+        if j < k:  # curvature: the ideal's own sweep over this interval
+            curved, hp, _ = _segment(stream, a, b, dtype, start)
+            for s in range(b - 1, a - 1, -1):
+                rows = np.arange(bounds[s - a], bounds[s - a + 1])
+                adj, gw = _reverse_step(curved[s - a], hp, stream.grad_clip, adj, layout)
+                if gw is not None:
+                    dfdw[rows[curved[s - a].live]] = gw
+                curved[s - a] = None
+            continue
+        steps, hp = _replay_segment(stream, a, b, dtype, start)
         for s in range(b - 1, a - 1, -1):
-            k = steps[s - a]
-            adj, g_bar = _reverse(k, hp, stream.grad_clip, adj, layout, r)
-            rows = np.arange(bounds[s - a], bounds[s - a + 1])[k.live]
+            kp = steps[s - a]
+            adj, g_bar = _reverse(kp, hp, stream.grad_clip, adj, layout, r)
+            rows = np.arange(bounds[s - a], bounds[s - a + 1])[kp.live]
             if rows.size:
                 part = t.select(rows)
                 dots = rollout_dots(
-                    model, layout.views(k.state.theta), layout.views(g_bar), part, stream.codec
+                    model, layout.views(kp.state.theta), layout.views(g_bar), part, stream.codec
                 )
                 dfdw[rows] = (
-                    -_coef(t.select(np.arange(bounds[s - a], bounds[s - a + 1])))[k.live] * dots
+                    -_coef(t.select(np.arange(bounds[s - a], bounds[s - a + 1])))[kp.live] * dots
                 )
             steps[s - a] = None
-    return {"dfdw": dfdw, "nll": nll, "drift": drift}
+    return {"dfdw": dfdw, "nll": nll, "drift": drift, "curved_intervals": min(k, len(cuts) - 1)}
 
 
 def rung_gradient(
@@ -304,12 +331,21 @@ def rung_gradient(
     dtype: torch.dtype = torch.float64,
     threads: int | None = None,
     states: str = "stored",
+    k: int = 0,
 ) -> dict:
     """∂f/∂w_i of every logged rollout under rung `name`'s surrogate (module docstring):
     ``{"dfdw": (N,) float64, "nll": f(θ_T) (None for R0c), "seconds", "rung"}``. `states` as
-    `metagrad.metagradient` (R1–R3; R0 and R0c read the stored checkpoints, their point being no
-    replay)."""
+    `metagrad.metagradient` (R1–R4; R0 and R0c read the stored checkpoints, their point being no
+    replay). `k`: R4's checkpoint intervals with curvature, counted back from T (more than there
+    are: all of them, the ideal)."""
     r = rung(name)
+    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+        raise ValueError(
+            f"k={k!r} must be a whole number ≥ 0: R4's checkpoint intervals before the "
+            "measurement step whose curvature it propagates (0: R3; all of them: metagrad)"
+        )
+    if k and not r.curvature:
+        raise ValueError(f"k={k} is R4's setting; rung {r.name} propagates no curvature")
     if states not in STATES:
         raise ValueError(f"states={states!r} is unknown; choose one of {', '.join(STATES)}")
     if measure_step not in stream.checkpoint_steps:
@@ -320,7 +356,7 @@ def rung_gradient(
     t0 = time.perf_counter()
     with torch_threads(threads) if threads else contextlib.nullcontext():
         if r.replay:
-            out = _stepwise_rung(stream, examples, measure_step, r, dtype, states)
+            out = _stepwise_rung(stream, examples, measure_step, r, dtype, states, k)
         else:
             out = _checkpoint_rung(stream, examples, measure_step, r, dtype)
     return {**out, "seconds": time.perf_counter() - t0, "rung": r.name}

@@ -1,5 +1,6 @@
 """The rungs from cheap to exact (issue 62): `ladder_r0`, `ladder_r0c`, `ladder_r1`, `ladder_r2`,
-`ladder_r3`, one estimator per rung so that one session can judge several, each the exact derivative
+`ladder_r3`, `ladder_r4` (setting `k`, the checkpoint intervals with curvature; 1 by default), one
+estimator per rung so that one session can judge several, each the exact derivative
 of the ideal's own f (the behavior NLL at the measurement step) through a surrogate of the logged
 updates with some dependencies frozen (`bt_core.counterfactual.ladder` holds the mathematics and
 the rungs' one-sentence definitions); `metagrad` is the top rung. The rung is also a setting
@@ -14,7 +15,7 @@ Rollouts outside the trained window get 0, as `metagrad`'s do.
 
 On a **draw** the one update a sibling acts on is the run's step at the analysis checkpoint, from
 the empty step (w = 0). There the clip is inactive and the second moment is flat in w (`metagrad`'s
-draw docstring), so R1, R2 and R3 are all exactly `metagrad`'s one-step score; R0 and R0c take the
+draw docstring), so R1–R4 are all exactly `metagrad`'s one-step score; R0 and R0c take the
 plain gradient step of size η at the checkpoint: −η c ⟨∇ℓ_i(θ_S), ∇f(θ_S)⟩, the measure taken at
 the checkpoint (one step from it, θ_T and θ_c are the same checkpoint to first order).
 """
@@ -38,6 +39,7 @@ class Ladder(Estimator):
     def __init__(
         self,
         rung: str | None = None,
+        k: int | None = None,
         dtype: str = "float64",
         window_only: bool = True,
         states: str = "auto",
@@ -46,7 +48,18 @@ class Ladder(Estimator):
         from bt_core.counterfactual.metagrad import STATES
 
         rung = self.default_rung if rung is None else rung
-        check_rung(rung)
+        curved = check_rung(rung).curvature
+        k = (1 if curved else 0) if k is None else k
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise ValueError(
+                f"k={k!r} must be a whole number ≥ 0: R4's checkpoint intervals before the "
+                "measurement step with curvature (0: R3; all of them: metagrad)"
+            )
+        if k and not curved:
+            raise ValueError(
+                f"k={k} is R4's setting (its checkpoint intervals with curvature); rung {rung} "
+                "propagates no curvature: use ladder_r4, or leave k out"
+            )
         if dtype not in DTYPES:
             raise ValueError(f"dtype={dtype!r} is unknown; choose one of {', '.join(DTYPES)}")
         if states not in ("auto", *STATES):
@@ -54,13 +67,9 @@ class Ladder(Estimator):
                 f"states={states!r} is unknown; choose one of auto, {', '.join(STATES)} (as "
                 "metagrad's)"
             )
-        super().__init__(rung=rung, dtype=dtype, window_only=window_only, states=states)
-        self.rung, self.dtype, self.window_only, self.states = (
-            rung,
-            dtype,
-            bool(window_only),
-            states,
-        )
+        super().__init__(rung=rung, k=k, dtype=dtype, window_only=window_only, states=states)
+        self.rung, self.k, self.dtype = rung, k, dtype
+        self.window_only, self.states = bool(window_only), states
         self.figures: dict = {}
 
     def score(self, problem) -> np.ndarray:
@@ -91,7 +100,14 @@ class Ladder(Estimator):
             fits = state_bytes(stream, int(m.step), dtype) <= STATES_MAX_BYTES
             states = "replayed" if fits else "stored"
         out = rung_gradient(
-            stream, m.examples, int(m.step), self.rung, dtype=dtype, threads=1, states=states
+            stream,
+            m.examples,
+            int(m.step),
+            self.rung,
+            dtype=dtype,
+            threads=1,
+            states=states,
+            k=self.k,
         )
         self.figures[problem.name] = {k: v for k, v in out.items() if k != "dfdw"}
         scores = -np.asarray(out["dfdw"], np.float64)
@@ -143,6 +159,6 @@ def _rung_class(rung: str) -> type[Ladder]:
     return register(cls)
 
 
-LadderR0, LadderR0c, LadderR1, LadderR2, LadderR3 = (
-    _rung_class(r) for r in ("R0", "R0c", "R1", "R2", "R3")
+LadderR0, LadderR0c, LadderR1, LadderR2, LadderR3, LadderR4 = (
+    _rung_class(r) for r in ("R0", "R0c", "R1", "R2", "R3", "R4")
 )
