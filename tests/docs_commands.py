@@ -154,6 +154,10 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
     "ruff check bt_core checklist fixtures benchmarks tests conftest.py": (
         Elsewhere("tox.ini", "the lint tier (tox -e lint) runs it"),
     ),
+    # ladder.md: the first look at the rungs (every name resolves, the suite collects)
+    "pytest benchmarks --scale=smoke --estimator=metagrad --estimator=ladder_r0 "
+    "--estimator=ladder_r0c --estimator=ladder_r1 --estimator=ladder_r2 --estimator=ladder_r3 "
+    "--estimator=dot --estimator=tracin_adam": (dry(),),
     # estimators.md
     "pytest benchmarks --estimator=…": (
         Elsewhere(

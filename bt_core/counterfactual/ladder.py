@@ -29,15 +29,17 @@ k × `metagrad`'s. With the adjoints of
 `bt_core.counterfactual.metagrad` (θ̄, m̄, v̄ swept from T down), R1–R3 are that sweep with the
 Hessian term dropped (θ̄_s = (1 − ηλ) θ̄_{s+1}) and, per rung, m̄ (R1: 0), V (R1: 0) and the clip's
 ⟨ū, g⟩ term (R1, R2: none) dropped; ∂f/∂w_i = −c_i A_i ⟨∇ℓ_i(θ_s), ḡ_s⟩ for every rollout i of
-step s. The rungs are nested: each one's surrogate freezes a subset of what the previous one's
-freezes.
+step s. From R1 up the rungs are nested: each one's surrogate freezes a subset of what the one
+below freezes (R0 and R0c, at the checkpoints without a replay, sit below R1 but are not nested in
+it; R0c, the side branch, also takes f at the rollout's checkpoint instead of at T).
 
 **Cost.** R0 and R0c need no replay: one forward-mode product (a JVP, `torch.func.jvp`) of each
 step's rollouts at its stored checkpoint along one target per checkpoint, and the measure's
-gradient. R1–R3 follow the ideal's trajectory (`states`, as `metagrad`): a float64 sweep from step 0
+gradient. R1–R4 follow the ideal's trajectory (`states`, as `metagrad`): a float64 sweep from step 0
 keeping (θ, m, v) at the cuts, then per checkpoint segment one replay that keeps each step's θ_s,
 gradient and moments, the closed-form adjoints (vector operations) and one JVP per step — no graph
-is kept and no double backward is taken, where the ideal takes one per step.
+is kept and no double backward is taken, where the ideal takes one per step. R4(k) does the same
+outside its k curved intervals and runs the ideal's own segment inside them.
 
 It reads what `metagrad` reads (`LoggedStream`): token ids, advantages, steps and groups of the
 logged stream, the checkpoints with their AdamW state, the clip norm and the measure's examples.

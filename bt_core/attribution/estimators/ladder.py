@@ -124,8 +124,15 @@ class Ladder(Estimator):
         from bt_core.training.model import cast_model, torch_threads
 
         if RUNGS[self.rung].replay:
-            return MetaGrad(dtype=self.dtype)._score_draw(problem, torch)
+            ideal = MetaGrad(dtype=self.dtype)
+            scores = ideal._score_draw(problem, torch)
+            self.figures.update(ideal.figures)
+            return scores
         m, step = problem.measure, int(problem.extra["analysis_step"])
+        if int(m.step) != step:
+            raise ValueError(
+                f"the draw's measure is taken at step {m.step}, its analysis checkpoint is {step}"
+            )
         with torch_threads(1):
             model = cast_model(problem.model_at(step), getattr(torch, self.dtype))
             lr = _hyper(problem.optimizer_at(step, model))["lr"]
