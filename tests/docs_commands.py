@@ -423,6 +423,17 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run(tier="full", cwd="root"),
     ),
     "python benchmarks/bench_metagrad.py": (Run("{doc} --help", cwd="root", expect="--seeds"),),
+    # ladder.md: a checklist session of 9 estimators and 27 costed processes (about 9 min at smoke
+    # on 2 cores): its options here, the command itself in the full tier
+    "python benchmarks/bench_ladder.py --scale smoke --out ladder-smoke": (
+        Run("python benchmarks/bench_ladder.py --help", cwd="root", expect="--judged"),
+        Run(
+            "python benchmarks/bench_ladder.py --scale smoke --out {tmp}/ladder",
+            tier="full",
+            cwd="root",
+            expect="figure:",
+        ),
+    ),
     "python benchmarks/bench_linearity.py --scale default": (
         # five default seeds (about 3 min on 2 cores from a built cache): one smoke seed, one rung
         Run(

@@ -1,0 +1,311 @@
+r"""The ladder's cost–quality curve (issue 62): every rung from cheap to exact and the cheap
+built-ins, judged on one build, with what each costs beside a float64 replay of the window measured
+in the same run.
+
+    python benchmarks/bench_ladder.py --scale smoke --out ladder-smoke
+    python benchmarks/bench_ladder.py --scale default --bt-cache /tmp/bt --out ladder-default
+
+1. **Judged.** One checklist session (`pytest benchmarks`, a subprocess, sandboxed scoring as a
+   user gets it) judges `metagrad`, the rungs (`ladder_r0` … `ladder_r4`, R4 with `--k`) and the
+   cheap built-ins (`--cheap`) on the build in `--bt-cache` (built there first if missing, with the
+   user's key), writing `OUT/scorecard.json`.
+2. **Costed.** Per seed, each estimator scores the seed's stream in its own fresh process with one
+   torch thread, in this process's sandbox-free scoring (so that its CPU seconds and peak memory,
+   VmHWM, are its own); beside it, one float64 replay of the window from step 0 (every logged
+   rollout kept, as the judged reweightings run) in its own process.
+3. **Written.** One JSON line per estimator in `OUT/ladder.jsonl` (appended as each is costed, so a
+   cut-off run keeps what it measured): per seed the causal-view LDS with its CI, the share of the
+   ideal (LDS / `metagrad`'s LDS), CPU seconds and peak MB, the replay's CPU seconds; the items it
+   passed; its cost as a share of `metagrad`'s. And the figure `OUT/ladder.png`: CPU seconds on a
+   log axis, share of the ideal on y, one marker per estimator and seed, the replay's cost as a
+   line.
+
+Not a pytest file: nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tabulate import tabulate
+
+from bt_core.artifacts.cacheroot import default_cache_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+RUNGS = ("ladder_r0", "ladder_r0c", "ladder_r1", "ladder_r2", "ladder_r3", "ladder_r4")
+IDEAL = "metagrad"
+CHEAP = ("dot", "tracin_adam")
+ITEMS = (
+    "magnitude_control",
+    "fluency_control",
+    "headroom",
+    "counterfactual",
+    "seed_variance",
+    "draw_variance",
+)
+
+
+def _mem_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return -1
+
+
+def _job(scale: str, seed: int, cache: str, what: str, params: dict, repeats: int, q) -> None:
+    """One measurement in a fresh process: `what` an estimator's name, or "replay64"; the fastest
+    of `repeats` runs counts (the first pays torch's first-call costs: at smoke, 5–6 CPU-s of
+    `metagrad`'s first call against about 1.2 s after it)."""
+    import numpy as np
+    import torch
+
+    from bt_core.attribution.catalog import get
+    from bt_core.attribution.evidence import Evidence
+    from bt_core.config import get_scale
+    from bt_core.counterfactual.replay import replay_model
+    from bt_core.pipeline import build_scale
+    from bt_core.training.behavior import behavior_nll
+    from bt_core.training.model import torch_threads
+
+    arts = build_scale(get_scale(scale), cache, [seed])
+    a = arts[seed]
+    cpu = []
+    for _ in range(repeats):
+        if what == "replay64":
+            run, m = a.run, a.replays.measure
+            t0 = time.process_time()
+            with torch_threads(1):
+                adv = np.asarray(run.rollouts.advantage, np.float64)
+                keep = np.ones(len(run.rollouts), bool)
+                model = replay_model(run, keep, adv, 0, int(m.step), dtype=torch.float64)
+                behavior_nll(model, m.examples, run.codec.pad_id)
+        else:
+            spec = get(what)
+            problem = Evidence(arts, scale, scoring="in-process").stream_problem(seed)
+            problem = problem.handout(spec.needs)
+            est = spec.create(**params)
+            t0 = time.process_time()
+            with torch_threads(1):
+                est.score(problem)
+        cpu.append(time.process_time() - t0)
+    q.put({"cpu_s": min(cpu), "peak_mb": round(_mem_kb("VmHWM") / 1024, 1)})
+
+
+def measure(scale: str, seed: int, cache: str, what: str, params: dict, repeats: int = 2) -> dict:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_job, args=(scale, seed, cache, what, params, repeats, q))
+    p.start()
+    out = q.get()
+    p.join()
+    return out
+
+
+def judge(scale: str, cache: str, names: list[str], k: int, out: Path, seeds) -> dict:
+    """Run the checklist on `names`; the scorecard's records by (estimator, item)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "benchmarks"),
+        f"--scale={scale}",
+        f"--bt-cache={cache}",
+        f"--scorecard={out / 'scorecard.json'}",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--estimator-param=ladder_r4.k={k}",
+        *(f"--estimator={n}" for n in names),
+    ]
+    if seeds:
+        cmd.append("--seeds=" + ",".join(map(str, seeds)))
+    print("judging:", " ".join(cmd), file=sys.stderr, flush=True)
+    res = subprocess.run(cmd, cwd=ROOT)
+    if res.returncode not in (0, 1):  # 1: items failed, the checklist working
+        raise SystemExit(f"the checklist session ended with exit {res.returncode}; see above")
+    card = json.loads((out / "scorecard.json").read_text())
+    return {(r["estimator"], r["item"]): r for r in card["records"]}
+
+
+def row(name: str, recs: dict, costs: dict, replay: dict, ideal_cpu: dict) -> dict:
+    """One JSON line: the estimator's LDS per seed, share of the ideal, items passed and cost."""
+    cf = recs[(name, "counterfactual")]
+    spec = cf.get("estimator_spec") or {}
+    per = {}
+    for s, f in (cf.get("figures") or {}).get("per_seed", {}).items():
+        lds, ceiling = f.get("lds"), f.get("ceiling")
+        c = costs.get(int(s), {})
+        per[s] = {
+            "lds": lds,
+            "ci": f.get("ci"),
+            "share_of_ideal": lds / ceiling if lds is not None and ceiling else None,
+            "cpu_s": round(c.get("cpu_s", float("nan")), 3),
+            "peak_mb": c.get("peak_mb"),
+            "replay_f64_cpu_s": round(replay[int(s)]["cpu_s"], 3),
+            "cost_share_of_ideal": round(c["cpu_s"] / ideal_cpu[int(s)], 3) if c else None,
+        }
+    return {
+        "estimator": name,
+        "params": spec.get("params", {}),
+        "items_passed": [i for i in ITEMS if recs.get((name, i), {}).get("status") == "pass"],
+        "statuses": {i: recs.get((name, i), {}).get("status") for i in ITEMS},
+        "per_seed": per,
+    }
+
+
+def _label(r: dict) -> str:
+    n = r["estimator"]
+    if n == IDEAL:
+        return "metagrad (R5)"
+    if n == "ladder_r4":
+        return f"R4({r['params'].get('k')})"
+    return n.replace("ladder_r", "R") if n.startswith("ladder_") else n
+
+
+def figure(rows: list[dict], replay: dict, path: Path, title: str) -> Path:
+    from bt_core.reporting.plotting import plt, save, seed_style
+
+    pyplot = plt()
+    fig, ax = pyplot.subplots(figsize=(8.5, 4.6))
+    seeds = sorted({s for r in rows for s in r["per_seed"]}, key=int)
+    for j, r in enumerate(rows):
+        rung = r["estimator"] in (*RUNGS, IDEAL)
+        for s, p in r["per_seed"].items():
+            if p["share_of_ideal"] is None or not p["cpu_s"] == p["cpu_s"]:
+                continue
+            style = seed_style(seeds, s)
+            ax.scatter(
+                p["cpu_s"],
+                p["share_of_ideal"],
+                s=30 if rung else 18,
+                marker=style["marker"],
+                color=f"C{j % 10}" if rung else "0.55",
+                alpha=0.9,
+            )
+        label = _label(r)
+        if rung:  # the rungs by colour in the legend, the cheap built-ins named beside them
+            ax.scatter([], [], color=f"C{j % 10}", marker="s", s=22, label=label)
+            continue
+        pts = [(p["cpu_s"], p["share_of_ideal"]) for p in r["per_seed"].values()]
+        pts = [xy for xy in pts if xy[1] is not None]
+        if pts:
+            x, y = min(pts, key=lambda xy: xy[1])
+            ax.annotate(
+                label, (x, y), fontsize=7, xytext=(4, -9), textcoords="offset points", color="0.4"
+            )
+    rep = sorted(v["cpu_s"] for v in replay.values())
+    ax.axvline(rep[len(rep) // 2], color="0.3", ls="--", lw=0.8)
+    ax.annotate(
+        "float64 replay of the window (median)",
+        (rep[len(rep) // 2], 0.02),
+        fontsize=7,
+        rotation=90,
+        xytext=(3, 0),
+        textcoords="offset points",
+        color="0.3",
+    )
+    ax.axhline(1.0, color="0.7", lw=0.6)
+    ax.axhline(0.0, color="0.7", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_xlabel("CPU seconds per seed (one core, its own process)")
+    ax.set_ylabel("causal LDS as a share of the ideal's")
+    ax.set_ylim(min(-0.05, ax.get_ylim()[0]), 1.08)
+    ax.set_title(title, fontsize=9)
+    for s in seeds:
+        ax.scatter([], [], color="0.3", marker=seed_style(seeds, s)["marker"], label=f"seed {s}")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--scale", default="smoke", choices=["smoke", "default"])
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the scale's")
+    p.add_argument(
+        "--bt-cache",
+        default=str(default_cache_dir()),
+        help="artifact cache (default: $BEHAVIORTRACE_CACHE, else the per-user cache)",
+    )
+    p.add_argument("--k", type=int, default=1, help="R4's curved checkpoint intervals (default 1)")
+    p.add_argument(
+        "--rungs", nargs="*", default=list(RUNGS), choices=RUNGS, help="rungs (default: all)"
+    )
+    p.add_argument(
+        "--cheap", nargs="*", default=list(CHEAP), help=f"cheap built-ins (default: {CHEAP})"
+    )
+    p.add_argument("--out", type=Path, default=Path("ladder"), help="folder for what it writes")
+    p.add_argument(
+        "--repeats", type=int, default=2, help="runs of each cost; the fastest counts (default 2)"
+    )
+    p.add_argument(
+        "--judged",
+        type=Path,
+        default=None,
+        help="a scorecard.json this tool wrote before on the same build: costed, not judged again",
+    )
+    args = p.parse_args(argv)
+    if args.k < 0:
+        p.error(f"--k={args.k}: R4's curved intervals are a whole number ≥ 0")
+    from bt_core.config import get_scale
+
+    seeds = args.seeds or list(get_scale(args.scale).seeds)
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = [IDEAL, *args.rungs, *args.cheap]
+    if args.judged is not None:
+        card = json.loads(args.judged.read_text())
+        recs = {(r["estimator"], r["item"]): r for r in card["records"]}
+        missing = sorted({n for n in names if (n, "counterfactual") not in recs})
+        if missing:
+            p.error(f"--judged {args.judged} has no records of {', '.join(missing)}")
+    else:
+        recs = judge(args.scale, args.bt_cache, names, args.k, args.out, args.seeds)
+    rep_n = args.repeats
+    replay = {s: measure(args.scale, s, args.bt_cache, "replay64", {}, rep_n) for s in seeds}
+    costs = {}
+    for n in names:
+        params = {"k": args.k} if n == "ladder_r4" else {}
+        costs[n] = {}
+        for s in seeds:
+            costs[n][s] = measure(args.scale, s, args.bt_cache, n, params, rep_n)
+            print(f"{n} seed {s}: {costs[n][s]}", file=sys.stderr, flush=True)
+    ideal_cpu = {s: costs[IDEAL][s]["cpu_s"] for s in seeds}
+    lines = args.out / "ladder.jsonl"
+    rows = []
+    for n in names:
+        rows.append(row(n, recs, costs[n], replay, ideal_cpu))
+        with lines.open("a") as f:
+            f.write(json.dumps({"scale": args.scale, "seeds": seeds, **rows[-1]}) + "\n")
+    table = [
+        [
+            r["estimator"],
+            " ".join(
+                f"{p['lds']:.3f}" if p["lds"] is not None else "—" for p in r["per_seed"].values()
+            ),
+            " ".join(f"{p['cpu_s']:.2f}" for p in r["per_seed"].values()),
+            " ".join(f"{p['cost_share_of_ideal']:.2f}" for p in r["per_seed"].values()),
+            len(r["items_passed"]),
+        ]
+        for r in rows
+    ]
+    print(tabulate(table, headers=["estimator", "LDS per seed", "CPU s", "cost / ideal", "items"]))
+    rep = " ".join(f"{replay[s]['cpu_s']:.2f}" for s in seeds)
+    print(f"float64 replay of the window, CPU s per seed: {rep}")
+    fig = figure(
+        rows, replay, args.out / "ladder.png", f"The ladder at {args.scale}, seeds {seeds}"
+    )
+    print(f"lines: {lines}\nfigure: {fig}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
