@@ -24,7 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from bt_core.attribution.estimators.metagrad import DTYPES, STATES_MAX_BYTES, MetaGrad
+from bt_core.attribution.estimators.metagrad import (
+    DTYPES,
+    MetaGrad,
+    in_window,
+    logged_stream,
+    require_measure,
+)
 from bt_core.attribution.registry import Estimator, register
 
 
@@ -73,32 +79,12 @@ class Ladder(Estimator):
         self.figures: dict = {}
 
     def score(self, problem) -> np.ndarray:
-        import torch
-
         from bt_core.counterfactual.ladder import rung_gradient
-        from bt_core.counterfactual.metagrad import LoggedStream, state_bytes
 
-        if problem.measure is None:
-            raise ValueError(
-                f"{problem.name or 'the problem'} has no behavior measure (`measure` is None: the "
-                "artifacts were built without counterfactual replays), so there is no f to "
-                "differentiate; build with the scale's counterfactual config"
-            )
+        require_measure(problem)
         if problem.kind == "draw":
             return self._score_draw(problem)
-        stream = LoggedStream(
-            problem.rollouts,
-            problem.codec,
-            problem.model_at,
-            problem.optimizer_at,
-            tuple(int(c) for c in np.asarray(problem.checkpoint_steps)),
-            float(problem.grad_clip),
-        )
-        m, dtype = problem.measure, getattr(torch, self.dtype)
-        states = self.states
-        if states == "auto":
-            fits = state_bytes(stream, int(m.step), dtype) <= STATES_MAX_BYTES
-            states = "replayed" if fits else "stored"
+        stream, m, dtype, states = logged_stream(problem, self.dtype, self.states)
         out = rung_gradient(
             stream,
             m.examples,
@@ -110,10 +96,7 @@ class Ladder(Estimator):
             k=self.k,
         )
         self.figures[problem.name] = {k: v for k, v in out.items() if k != "dfdw"}
-        scores = -np.asarray(out["dfdw"], np.float64)
-        if self.window_only and m.window is not None:
-            scores = np.where(np.asarray(m.window, bool), scores, 0.0)
-        return scores
+        return in_window(-np.asarray(out["dfdw"], np.float64), m, self.window_only)
 
     def _score_draw(self, problem) -> np.ndarray:
         import torch

@@ -43,6 +43,45 @@ DTYPES = ("float64", "float32")
 STATES_MAX_BYTES = 2**30
 
 
+def require_measure(problem) -> None:
+    """A clear error where the problem has no behavior measure to differentiate."""
+    if problem.measure is None:
+        raise ValueError(
+            f"{problem.name or 'the problem'} has no behavior measure (`measure` is None: the "
+            "artifacts were built without counterfactual replays), so there is no f to "
+            "differentiate; build with the scale's counterfactual config"
+        )
+
+
+def logged_stream(problem, dtype: str, states: str):
+    """(the problem's `LoggedStream`, its measure, the torch dtype, `states` with "auto" resolved:
+    "replayed" when the replayed states fit in `STATES_MAX_BYTES`, else "stored")."""
+    import torch
+
+    from bt_core.counterfactual.metagrad import LoggedStream, state_bytes
+
+    stream = LoggedStream(
+        problem.rollouts,
+        problem.codec,
+        problem.model_at,
+        problem.optimizer_at,
+        tuple(int(c) for c in np.asarray(problem.checkpoint_steps)),
+        float(problem.grad_clip),
+    )
+    m, dt = problem.measure, getattr(torch, dtype)
+    if states == "auto":
+        fits = state_bytes(stream, int(m.step), dt) <= STATES_MAX_BYTES
+        states = "replayed" if fits else "stored"
+    return stream, m, dt, states
+
+
+def in_window(scores: np.ndarray, m, window_only: bool) -> np.ndarray:
+    """`scores` with the rollouts outside the measure's trained window at 0 (`window_only`)."""
+    if window_only and m.window is not None:
+        return np.where(np.asarray(m.window, bool), scores, 0.0)
+    return scores
+
+
 @register
 class MetaGrad(Estimator):
     """−∂(behavior NLL at the measurement step)/∂(rollout weight), exact, through the replayed
@@ -83,35 +122,15 @@ class MetaGrad(Estimator):
     def score(self, problem) -> np.ndarray:
         import torch
 
-        from bt_core.counterfactual.metagrad import LoggedStream, metagradient, state_bytes
+        from bt_core.counterfactual.metagrad import metagradient
 
-        if problem.measure is None:
-            raise ValueError(
-                f"{problem.name or 'the problem'} has no behavior measure (`measure` is None: the "
-                "artifacts were built without counterfactual replays), so there is no f to "
-                "differentiate; build with the scale's counterfactual config"
-            )
+        require_measure(problem)
         if problem.kind == "draw":
             return self._score_draw(problem, torch)
-        stream = LoggedStream(
-            problem.rollouts,
-            problem.codec,
-            problem.model_at,
-            problem.optimizer_at,
-            tuple(int(c) for c in np.asarray(problem.checkpoint_steps)),
-            float(problem.grad_clip),
-        )
-        m, dtype = problem.measure, getattr(torch, self.dtype)
-        states = self.states
-        if states == "auto":
-            fits = state_bytes(stream, int(m.step), dtype) <= STATES_MAX_BYTES
-            states = "replayed" if fits else "stored"
+        stream, m, dtype, states = logged_stream(problem, self.dtype, self.states)
         out = metagradient(stream, m.examples, int(m.step), dtype=dtype, threads=1, states=states)
         self.figures[problem.name] = {k: v for k, v in out.items() if k != "dfdw"}
-        scores = -np.asarray(out["dfdw"], np.float64)
-        if self.window_only and m.window is not None:
-            scores = np.where(np.asarray(m.window, bool), scores, 0.0)
-        return scores
+        return in_window(-np.asarray(out["dfdw"], np.float64), m, self.window_only)
 
     def _score_draw(self, problem, torch) -> np.ndarray:
         """−∂f/∂w_i of the one update from the analysis checkpoint (module docstring)."""
