@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
@@ -30,3 +33,23 @@ def scrambled_labels(t, rng: np.random.Generator):
         reward_base=rng.permutation(np.asarray(t.reward_base)),
         behavior_mask=~np.asarray(t.behavior_mask),
     )
+
+
+def outer_venv(venv: Path, extra: tuple[str, ...] = ()) -> Path:
+    """A virtual environment without pip or behaviortrace whose dependencies are this environment's
+    site directories, then `extra` paths (a `.pth` line each, which runs none of their own `.pth`
+    files, so this checkout's editable install stays invisible there): CI's layout, where the
+    judge's venv takes its dependencies from `.venv-ci`'s site-packages. Its python."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    py = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    Path(purelib, "outer_env.pth").write_text("".join(f"{p}\n" for p in [*sites, *extra]))
+    return py

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import outer_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 # a test that points a session at the smoke cache and asserts it is warm must have it built
@@ -43,21 +44,8 @@ class MyMethod(Estimator):
 
 def _clean_venv(venv: Path) -> Path:
     """A virtual environment without pip or behaviortrace whose dependencies are this environment's
-    site directories (a `.pth` line each, which runs none of their own `.pth` files, so this
-    checkout's editable install stays invisible there); its python."""
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
-    )
-    py = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
-    Path(purelib, "outer_env.pth").write_text("".join(f"{p}\n" for p in sites))
-    return py
+    site directories (`helpers.outer_venv`); its python."""
+    return outer_venv(venv)
 
 
 @pytest.fixture(scope="module")

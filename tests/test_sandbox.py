@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from adversaries import LabelReader, SeedSignFlip, UnderDeclaredTargetReader, Writer
+from helpers import outer_venv
 
 from bt_core.attribution.catalog import get
 from bt_core.attribution.problem import AttributionProblem
@@ -271,19 +272,8 @@ def test_dependencies_outside_the_interpreters_prefix_are_mounted(tmp_path):
     deps = tmp_path / "elsewhere" / "lib" / "site-packages"
     deps.mkdir(parents=True)
     (deps / "btprobe_dep.py").write_text("VALUE = 7.0\n")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    py = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
     # this environment's site directories and the checkout (for bt_core), then the outside one
-    sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
-    lines = [*sites, str(Path(__file__).resolve().parents[1]), str(deps)]
-    Path(purelib, "outer_env.pth").write_text("".join(f"{p}\n" for p in lines))
+    py = outer_venv(tmp_path / "venv", (str(Path(__file__).resolve().parents[1]), str(deps)))
     plug = tmp_path / "plug"
     plug.mkdir()
     (plug / "dep_user.py").write_text(DEP_USER)
