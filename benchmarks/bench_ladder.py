@@ -10,8 +10,9 @@ in the same run.
    cheap built-ins (`--cheap`) on the build in `--bt-cache` (built there first if missing, with the
    user's key), writing `OUT/scorecard.json`.
 2. **Costed.** Per seed, each estimator scores the seed's stream in its own fresh process with one
-   torch thread, in this process's sandbox-free scoring (so that its CPU seconds and peak memory,
-   VmHWM, are its own); beside it, one float64 replay of the window from step 0 (every logged
+   torch thread, in-process scoring (so that its CPU seconds are its own; its peak memory, VmHWM, is
+   the whole process's, torch and the seed's artifacts included: `dot`'s is about that floor);
+   beside it, one float64 replay of the window from step 0 (every logged
    rollout kept, as the judged reweightings run) in its own process.
 3. **Written.** One JSON line per estimator in `OUT/ladder.jsonl` (appended as each is costed, so a
    cut-off run keeps what it measured): per seed the causal-view LDS with its CI, the share of the
@@ -101,11 +102,24 @@ def _job(scale: str, seed: int, cache: str, what: str, params: dict, repeats: in
 
 
 def measure(scale: str, seed: int, cache: str, what: str, params: dict, repeats: int = 2) -> dict:
+    """`_job` in a fresh spawned process; a process that dies (an exception, the memory killer)
+    ends the run with its exit code instead of a wait for ever."""
+    import queue
+
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     p = ctx.Process(target=_job, args=(scale, seed, cache, what, params, repeats, q))
     p.start()
-    out = q.get()
+    while True:
+        try:
+            out = q.get(timeout=5)
+            break
+        except queue.Empty:
+            if not p.is_alive():
+                raise SystemExit(
+                    f"costing {what} on seed {seed}: its process ended with exit {p.exitcode} "
+                    "before reporting (see its traceback above; -9: killed, often for memory)"
+                ) from None
     p.join()
     return out
 
@@ -123,14 +137,15 @@ def judge(scale: str, cache: str, names: list[str], k: int, out: Path, seeds) ->
         "-q",
         "-p",
         "no:cacheprovider",
-        f"--estimator-param=ladder_r4.k={k}",
+        *([f"--estimator-param=ladder_r4.k={k}"] if "ladder_r4" in names else []),
         *(f"--estimator={n}" for n in names),
     ]
     if seeds:
         cmd.append("--seeds=" + ",".join(map(str, seeds)))
     print("judging:", " ".join(cmd), file=sys.stderr, flush=True)
     res = subprocess.run(cmd, cwd=ROOT)
-    if res.returncode not in (0, 1):  # 1: items failed, the checklist working
+    # 1: items failed (the checklist working); 11: some item not judged (its record says why)
+    if res.returncode not in (0, 1, 11):
         raise SystemExit(f"the checklist session ended with exit {res.returncode}; see above")
     card = json.loads((out / "scorecard.json").read_text())
     return {(r["estimator"], r["item"]): r for r in card["records"]}
@@ -142,12 +157,13 @@ def row(name: str, recs: dict, costs: dict, replay: dict, ideal_cpu: dict) -> di
     spec = cf.get("estimator_spec") or {}
     per = {}
     for s, f in (cf.get("figures") or {}).get("per_seed", {}).items():
-        lds, ceiling = f.get("lds"), f.get("ceiling")
+        share = f.get("share")
         c = costs.get(int(s), {})
         per[s] = {
-            "lds": lds,
+            "lds": f.get("lds"),
             "ci": f.get("ci"),
-            "share_of_ideal": lds / ceiling if lds is not None and ceiling else None,
+            # the checklist's own share (NaN, here None, where the ideal's LDS is not > 0)
+            "share_of_ideal": share if share is not None and share == share else None,
             "cpu_s": round(c.get("cpu_s", float("nan")), 3),
             "peak_mb": c.get("peak_mb"),
             "replay_f64_cpu_s": round(replay[int(s)]["cpu_s"], 3),
@@ -264,26 +280,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.judged is not None:
         card = json.loads(args.judged.read_text())
         recs = {(r["estimator"], r["item"]): r for r in card["records"]}
-        missing = sorted({n for n in names if (n, "counterfactual") not in recs})
-        if missing:
-            p.error(f"--judged {args.judged} has no records of {', '.join(missing)}")
     else:
         recs = judge(args.scale, args.bt_cache, names, args.k, args.out, args.seeds)
+    where = args.judged or args.out / "scorecard.json"
+    missing = sorted({n for n in names if (n, "counterfactual") not in recs})
+    if missing:
+        p.error(f"{where} has no counterfactual record of {', '.join(missing)}")
+    judged = sorted(int(s) for s in recs[(IDEAL, "counterfactual")]["figures"].get("per_seed", {}))
+    if judged != sorted(seeds):
+        p.error(f"{where} judged seeds {judged}, and this run costs seeds {sorted(seeds)}")
+    if "ladder_r4" in names:
+        k = (recs[("ladder_r4", "counterfactual")].get("estimator_spec") or {}).get("params", {})
+        if k.get("k") != args.k:
+            p.error(
+                f"{where} judged ladder_r4 with k={k.get('k')}, and this run costs --k {args.k}"
+            )
     rep_n = args.repeats
     replay = {s: measure(args.scale, s, args.bt_cache, "replay64", {}, rep_n) for s in seeds}
-    costs = {}
-    for n in names:
-        params = {"k": args.k} if n == "ladder_r4" else {}
-        costs[n] = {}
-        for s in seeds:
-            costs[n][s] = measure(args.scale, s, args.bt_cache, n, params, rep_n)
-            print(f"{n} seed {s}: {costs[n][s]}", file=sys.stderr, flush=True)
-    ideal_cpu = {s: costs[IDEAL][s]["cpu_s"] for s in seeds}
     lines = args.out / "ladder.jsonl"
-    rows = []
-    for n in names:
-        rows.append(row(n, recs, costs[n], replay, ideal_cpu))
-        with lines.open("a") as f:
+    rows, ideal_cpu = [], None
+    for n in names:  # the ideal first: every line's cost share is against it
+        params = {"k": args.k} if n == "ladder_r4" else {}
+        costs = {}
+        for s in seeds:
+            costs[s] = measure(args.scale, s, args.bt_cache, n, params, rep_n)
+            print(f"{n} seed {s}: {costs[s]}", file=sys.stderr, flush=True)
+        ideal_cpu = ideal_cpu or {s: costs[s]["cpu_s"] for s in seeds}
+        rows.append(row(n, recs, costs, replay, ideal_cpu))
+        with lines.open("a") as f:  # as each is costed: a cut-off run keeps what it measured
             f.write(json.dumps({"scale": args.scale, "seeds": seeds, **rows[-1]}) + "\n")
     table = [
         [
@@ -292,7 +316,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{p['lds']:.3f}" if p["lds"] is not None else "—" for p in r["per_seed"].values()
             ),
             " ".join(f"{p['cpu_s']:.2f}" for p in r["per_seed"].values()),
-            " ".join(f"{p['cost_share_of_ideal']:.2f}" for p in r["per_seed"].values()),
+            " ".join(
+                "—" if p["cost_share_of_ideal"] is None else f"{p['cost_share_of_ideal']:.2f}"
+                for p in r["per_seed"].values()
+            ),
             len(r["items_passed"]),
         ]
         for r in rows

@@ -423,7 +423,7 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run(tier="full", cwd="root"),
     ),
     "python benchmarks/bench_metagrad.py": (Run("{doc} --help", cwd="root", expect="--seeds"),),
-    # ladder.md: a checklist session of 9 estimators and 27 costed processes (about 9 min at smoke
+    # ladder.md: a checklist session of 9 estimators and 30 costed processes (about 9 min at smoke
     # on 2 cores): its options here, the command itself in the full tier
     "python benchmarks/bench_ladder.py --scale smoke --out ladder-smoke": (
         Run("python benchmarks/bench_ladder.py --help", cwd="root", expect="--judged"),
