@@ -48,7 +48,6 @@ logged stream, the checkpoints with their AdamW state, the clip norm and the mea
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from dataclasses import dataclass
 
@@ -57,7 +56,6 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bt_core.counterfactual.metagrad import (
-    CLIP_DELTA,
     STATES,
     LoggedStream,
     _flat,
@@ -69,6 +67,7 @@ from bt_core.counterfactual.metagrad import (
     _snapshot,
     _State,
     _stored,
+    pull_back,
 )
 from bt_core.counterfactual.replay import loss_weights, step_bounds
 from bt_core.training import grpo
@@ -247,37 +246,6 @@ def _replay_segment(stream: LoggedStream, a: int, b: int, dtype, start) -> tuple
     return kept, _hyper(opt)
 
 
-def _reverse(kp: _Kept, hp: dict, clip: float, adj, layout: _Layout, r: Rung):
-    """Pull (θ̄, m̄, v̄) of step s+1 back through step s under rung `r` (module docstring): the
-    adjoints of step s and ḡ_s (flat)."""
-    lr, b1, b2, eps, wd = hp["lr"], hp["b1"], hp["b2"], hp["eps"], hp["wd"]
-    th_bar, m_bar, v_bar = adj
-    st = kp.state
-    bc1, bc2 = 1.0 - b1**st.t, 1.0 - b2**st.t
-    norm = math.sqrt(layout.block_sum(kp.g * kp.g))
-    kappa = min(1.0, clip / (norm + CLIP_DELTA))
-    u = kappa * kp.g
-    m1, v1 = b1 * st.m + (1 - b1) * u, b2 * st.v + (1 - b2) * u * u
-    root = v1.sqrt()
-    d = root / math.sqrt(bc2) + eps
-    big_m = (m_bar if r.momentum else 0.0) - (lr / bc1) * th_bar / d
-    u_bar = (1 - b1) * big_m
-    big_v = torch.zeros_like(th_bar)
-    if r.second_moment:
-        safe = torch.where(root > 0, root, torch.ones_like(root))
-        big_v = v_bar + torch.where(
-            root > 0, (lr / bc1) * th_bar * m1 / (2 * math.sqrt(bc2) * safe * d * d), 0.0
-        )
-        u_bar = u_bar + 2 * (1 - b2) * u * big_v
-    if r.clip and clip / (norm + CLIP_DELTA) < 1.0:
-        dot = layout.block_sum(u_bar * kp.g)
-        g_bar = kappa * u_bar - clip / ((norm + CLIP_DELTA) ** 2 * norm) * dot * kp.g
-    else:
-        g_bar = kappa * u_bar
-    m_out = b1 * big_m if r.momentum else torch.zeros_like(th_bar)
-    return ((1 - lr * wd) * th_bar, m_out, b2 * big_v), g_bar
-
-
 def _stepwise_rung(
     stream: LoggedStream, examples, measure_step: int, r: Rung, dtype, states: str, k: int = 0
 ) -> dict:
@@ -311,7 +279,17 @@ def _stepwise_rung(
         steps, hp = _replay_segment(stream, a, b, dtype, start)
         for s in range(b - 1, a - 1, -1):
             kp = steps[s - a]
-            adj, g_bar = _reverse(kp, hp, stream.grad_clip, adj, layout, r)
+            adj, g_bar = pull_back(
+                kp.g,
+                kp.state,
+                hp,
+                stream.grad_clip,
+                adj,
+                layout,
+                r.momentum,
+                r.second_moment,
+                r.clip,
+            )
             rows = np.arange(bounds[s - a], bounds[s - a + 1])[kp.live]
             if rows.size:
                 part = t.select(rows)

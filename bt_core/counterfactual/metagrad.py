@@ -310,9 +310,20 @@ def _step_gradient(model, names: list[str], part, live: np.ndarray, codec, dtype
     return g, leaves, w
 
 
-def _adam_adjoint(state: _State, gd: torch.Tensor, kappa: float, hp: dict, adj):
+def _adam_adjoint(
+    state: _State,
+    gd: torch.Tensor,
+    kappa: float,
+    hp: dict,
+    adj,
+    momentum: bool = True,
+    second_moment: bool = True,
+):
     """The closed-form adjoints of AdamW's step s on flat vectors (module docstring): ū (before
-    the clip's own term) and (θ̄_s without the Hessian term, m̄_s, v̄_s)."""
+    the clip's own term) and (θ̄_s without the Hessian term, m̄_s, v̄_s). `momentum=False` freezes
+    the first moment carried from earlier steps (m̄ neither read nor passed on) and
+    `second_moment=False` the second (V = 0): the ladder's surrogates
+    (`bt_core.counterfactual.ladder`); the ideal takes both."""
     lr, b1, b2, eps, wd = hp["lr"], hp["b1"], hp["b2"], hp["eps"], hp["wd"]
     bc1, bc2 = 1.0 - b1**state.t, 1.0 - b2**state.t
     th_bar, m_bar, v_bar = adj
@@ -320,13 +331,44 @@ def _adam_adjoint(state: _State, gd: torch.Tensor, kappa: float, hp: dict, adj):
     m1, v1 = b1 * state.m + (1 - b1) * u, b2 * state.v + (1 - b2) * u * u
     root = v1.sqrt()
     d = root / math.sqrt(bc2) + eps
-    big_m = m_bar - (lr / bc1) * th_bar / d
+    big_m = (m_bar if momentum else 0.0) - (lr / bc1) * th_bar / d
+    if not second_moment:
+        zero = torch.zeros_like(th_bar)
+        return (1 - b1) * big_m, ((1 - lr * wd) * th_bar, b1 * big_m if momentum else zero, zero)
     safe = torch.where(root > 0, root, torch.ones_like(root))
     big_v = v_bar + torch.where(
         root > 0, (lr / bc1) * th_bar * m1 / (2 * math.sqrt(bc2) * safe * d * d), 0.0
     )
     u_bar = (1 - b1) * big_m + 2 * (1 - b2) * u * big_v
-    return u_bar, ((1 - lr * wd) * th_bar, b1 * big_m, b2 * big_v)
+    m_out = b1 * big_m if momentum else torch.zeros_like(th_bar)
+    return u_bar, ((1 - lr * wd) * th_bar, m_out, b2 * big_v)
+
+
+def pull_back(
+    gd: torch.Tensor,
+    state: _State,
+    hp: dict,
+    clip: float,
+    adj,
+    layout: _Layout,
+    momentum: bool = True,
+    second_moment: bool = True,
+    clip_live: bool = True,
+):
+    """(θ̄, m̄, v̄) of step s+1 pulled back through step s's clip and AdamW, without the Hessian
+    term: the adjoints of step s (θ̄ still lacking ∇_θ⟨g_s, ḡ⟩) and ḡ_s, the adjoint of the step's
+    unclipped gradient g_s (`gd`, flat). `clip_live=False` freezes κ (no ⟨ū, g⟩ term); the flags'
+    defaults are the ideal's."""
+    norm = math.sqrt(layout.block_sum(gd * gd))
+    kappa = min(1.0, clip / (norm + CLIP_DELTA))
+    g_bar, out = _adam_adjoint(state, gd, kappa, hp, adj, momentum, second_moment)
+    if clip_live and clip / (norm + CLIP_DELTA) < 1.0:  # clipping: κ depends on g (θ and w)
+        dot = layout.block_sum(g_bar * gd)
+        k2 = clip / ((norm + CLIP_DELTA) ** 2 * norm)
+        g_bar = kappa * g_bar - k2 * dot * gd
+    else:
+        g_bar = kappa * g_bar
+    return out, g_bar
 
 
 def _reverse_step(step: _Step, hp: dict, clip: float, adj, layout: _Layout):
@@ -334,15 +376,7 @@ def _reverse_step(step: _Step, hp: dict, clip: float, adj, layout: _Layout):
     the adjoints of step s and ∂f/∂w of the live rows (None when the step has none)."""
     n = layout.offsets[-1]
     gd = _flat(step.g) if step.g is not None else adj[0].new_zeros(n)
-    norm = math.sqrt(layout.block_sum(gd * gd))
-    kappa = min(1.0, clip / (norm + CLIP_DELTA))
-    g_bar, (out_t, out_m, out_v) = _adam_adjoint(step.state, gd, kappa, hp, adj)
-    if clip / (norm + CLIP_DELTA) < 1.0:  # clipping: κ depends on g (hence on θ and w)
-        dot = layout.block_sum(g_bar * gd)
-        k2 = clip / ((norm + CLIP_DELTA) ** 2 * norm)
-        g_bar = kappa * g_bar - k2 * dot * gd
-    else:
-        g_bar = kappa * g_bar  # κ = 1
+    (out_t, out_m, out_v), g_bar = pull_back(gd, step.state, hp, clip, adj, layout)
     if step.w is None:
         return (out_t, out_m, out_v), None
     # ∇_{θ,w}⟨g_s, ḡ⟩: a vector-Jacobian product of g_s's graph with ḡ's per-parameter views

@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from bt_core.attribution.estimators.metagrad import (
-    DTYPES,
     MetaGrad,
+    check_settings,
+    draw_step,
     in_window,
     logged_stream,
     require_measure,
@@ -51,7 +52,6 @@ class Ladder(Estimator):
         states: str = "auto",
     ):
         from bt_core.counterfactual.ladder import rung as check_rung
-        from bt_core.counterfactual.metagrad import STATES
 
         rung = self.default_rung if rung is None else rung
         curved = check_rung(rung).curvature
@@ -66,13 +66,7 @@ class Ladder(Estimator):
                 f"k={k} is R4's setting (its checkpoint intervals with curvature); rung {rung} "
                 "propagates no curvature: use ladder_r4, or leave k out"
             )
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype={dtype!r} is unknown; choose one of {', '.join(DTYPES)}")
-        if states not in ("auto", *STATES):
-            raise ValueError(
-                f"states={states!r} is unknown; choose one of auto, {', '.join(STATES)} (as "
-                "metagrad's)"
-            )
+        check_settings(dtype, states)
         super().__init__(rung=rung, k=k, dtype=dtype, window_only=window_only, states=states)
         self.rung, self.k, self.dtype = rung, k, dtype
         self.window_only, self.states = bool(window_only), states
@@ -111,11 +105,7 @@ class Ladder(Estimator):
             scores = ideal._score_draw(problem, torch)
             self.figures.update(ideal.figures)
             return scores
-        m, step = problem.measure, int(problem.extra["analysis_step"])
-        if int(m.step) != step:
-            raise ValueError(
-                f"the draw's measure is taken at step {m.step}, its analysis checkpoint is {step}"
-            )
+        m, step = problem.measure, draw_step(problem)
         with torch_threads(1):
             model = cast_model(problem.model_at(step), getattr(torch, self.dtype))
             lr = _hyper(problem.optimizer_at(step, model))["lr"]

@@ -43,6 +43,25 @@ DTYPES = ("float64", "float32")
 STATES_MAX_BYTES = 2**30
 
 
+def check_settings(dtype: str, states: str) -> None:
+    """A clear error for a `dtype` or `states` that the metagradient (and the ladder) does not
+    know."""
+    if dtype not in DTYPES:
+        raise ValueError(
+            f"dtype={dtype!r} is unknown; choose one of {', '.join(DTYPES)} (float64: exact to "
+            "float64 rounding; float32: the logged arithmetic, adjoints with float32 rounding)"
+        )
+    from bt_core.counterfactual.metagrad import STATES
+
+    if states not in ("auto", *STATES):
+        raise ValueError(
+            f"states={states!r} is unknown; choose one of auto, {', '.join(STATES)} (replayed: "
+            "the trajectory the float64 replays follow, from one sweep from step 0; stored: "
+            "each segment restarts from its stored checkpoint; auto: replayed when its states "
+            f"fit in {STATES_MAX_BYTES / 2**30:g} GiB)"
+        )
+
+
 def require_measure(problem) -> None:
     """A clear error where the problem has no behavior measure to differentiate."""
     if problem.measure is None:
@@ -75,6 +94,16 @@ def logged_stream(problem, dtype: str, states: str):
     return stream, m, dt, states
 
 
+def draw_step(problem) -> int:
+    """A draw's analysis checkpoint, where its measure must be taken (else a clear error)."""
+    m, step = problem.measure, int(problem.extra["analysis_step"])
+    if int(m.step) != step:
+        raise ValueError(
+            f"the draw's measure is taken at step {m.step}, its analysis checkpoint is {step}"
+        )
+    return step
+
+
 def in_window(scores: np.ndarray, m, window_only: bool) -> np.ndarray:
     """`scores` with the rollouts outside the measure's trained window at 0 (`window_only`)."""
     if window_only and m.window is not None:
@@ -100,20 +129,7 @@ class MetaGrad(Estimator):
     )
 
     def __init__(self, dtype: str = "float64", window_only: bool = True, states: str = "auto"):
-        if dtype not in DTYPES:
-            raise ValueError(
-                f"dtype={dtype!r} is unknown; choose one of {', '.join(DTYPES)} (float64: exact to "
-                "float64 rounding; float32: the logged arithmetic, adjoints with float32 rounding)"
-            )
-        from bt_core.counterfactual.metagrad import STATES
-
-        if states not in ("auto", *STATES):
-            raise ValueError(
-                f"states={states!r} is unknown; choose one of auto, {', '.join(STATES)} (replayed: "
-                "the trajectory the float64 replays follow, from one sweep from step 0; stored: "
-                "each segment restarts from its stored checkpoint; auto: replayed when its states "
-                f"fit in {STATES_MAX_BYTES / 2**30:g} GiB)"
-            )
+        check_settings(dtype, states)
         super().__init__(dtype=dtype, window_only=window_only, states=states)
         self.dtype, self.window_only, self.states = dtype, bool(window_only), states
         # per problem name: nll, forward_s, reverse_s, drift (for benchmarks)
@@ -137,11 +153,7 @@ class MetaGrad(Estimator):
         from bt_core.counterfactual.metagrad_draws import draw_metagradient
         from bt_core.training.model import cast_model, torch_threads
 
-        m, step = problem.measure, int(problem.extra["analysis_step"])
-        if int(m.step) != step:
-            raise ValueError(
-                f"the draw's measure is taken at step {m.step}, its analysis checkpoint is {step}"
-            )
+        m, step = problem.measure, draw_step(problem)
         with torch_threads(1):
             model = cast_model(problem.model_at(step), getattr(torch, self.dtype))
             out = draw_metagradient(
