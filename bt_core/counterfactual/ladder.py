@@ -140,6 +140,20 @@ def rung(name: str) -> Rung:
     return RUNGS[name]
 
 
+def check_k(r: Rung, k) -> None:
+    """A clear error for an R4 `k` that is not a whole number ≥ 0, or a `k` given another rung."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+        raise ValueError(
+            f"k={k!r} must be a whole number ≥ 0: R4's checkpoint intervals before the "
+            "measurement step with curvature (0: R3; all of them: metagrad)"
+        )
+    if k and not r.curvature:
+        raise ValueError(
+            f"k={k} is R4's setting (its checkpoint intervals with curvature); rung {r.name} "
+            "propagates no curvature: use ladder_r4, or leave k out"
+        )
+
+
 def rollout_dots(model, theta: list[torch.Tensor], direction: list[torch.Tensor], part, codec):
     """⟨∇ℓ_i(θ), direction⟩ for every row of `part` (a rollout view), (n,) float64: one
     forward-mode product per `BATCH` rows (`torch.func.jvp` through `model` called at θ; the fused
@@ -319,13 +333,7 @@ def rung_gradient(
     replay). `k`: R4's checkpoint intervals with curvature, counted back from T (more than there
     are: all of them, the ideal)."""
     r = rung(name)
-    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
-        raise ValueError(
-            f"k={k!r} must be a whole number ≥ 0: R4's checkpoint intervals before the "
-            "measurement step whose curvature it propagates (0: R3; all of them: metagrad)"
-        )
-    if k and not r.curvature:
-        raise ValueError(f"k={k} is R4's setting; rung {r.name} propagates no curvature")
+    check_k(r, k)
     if states not in STATES:
         raise ValueError(f"states={states!r} is unknown; choose one of {', '.join(STATES)}")
     if measure_step not in stream.checkpoint_steps:

@@ -51,21 +51,13 @@ class Ladder(Estimator):
         window_only: bool = True,
         states: str = "auto",
     ):
+        from bt_core.counterfactual.ladder import check_k
         from bt_core.counterfactual.ladder import rung as check_rung
 
         rung = self.default_rung if rung is None else rung
-        curved = check_rung(rung).curvature
-        k = (1 if curved else 0) if k is None else k
-        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
-            raise ValueError(
-                f"k={k!r} must be a whole number ≥ 0: R4's checkpoint intervals before the "
-                "measurement step with curvature (0: R3; all of them: metagrad)"
-            )
-        if k and not curved:
-            raise ValueError(
-                f"k={k} is R4's setting (its checkpoint intervals with curvature); rung {rung} "
-                "propagates no curvature: use ladder_r4, or leave k out"
-            )
+        r = check_rung(rung)
+        k = (1 if r.curvature else 0) if k is None else k
+        check_k(r, k)
         check_settings(dtype, states)
         super().__init__(rung=rung, k=k, dtype=dtype, window_only=window_only, states=states)
         self.rung, self.k, self.dtype = rung, k, dtype
