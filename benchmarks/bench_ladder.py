@@ -166,7 +166,7 @@ def row(name: str, recs: dict, costs: dict, replay: dict, ideal_cpu: dict) -> di
             "share_of_ideal": share if share is not None and share == share else None,
             "cpu_s": round(c.get("cpu_s", float("nan")), 3),
             "peak_mb": c.get("peak_mb"),
-            "replay_f64_cpu_s": round(replay[int(s)]["cpu_s"], 3),
+            "replay_f64_cpu_s": round(replay[int(s)]["cpu_s"], 3) if int(s) in replay else None,
             "cost_share_of_ideal": round(c["cpu_s"] / ideal_cpu[int(s)], 3) if c else None,
         }
     return {
@@ -212,7 +212,7 @@ def figure(rows: list[dict], replay: dict, path: Path, title: str) -> Path:
             ax.scatter([], [], color=f"C{j % 10}", marker="s", s=22, label=label)
             continue
         pts = [(p["cpu_s"], p["share_of_ideal"]) for p in r["per_seed"].values()]
-        pts = [xy for xy in pts if xy[1] is not None]
+        pts = [xy for xy in pts if xy[1] is not None and xy[0] == xy[0]]
         if pts:
             x, y = min(pts, key=lambda xy: xy[1])
             ax.annotate(
@@ -261,6 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", type=Path, default=Path("ladder"), help="folder for what it writes")
     p.add_argument(
+        "--cost-seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="seeds to cost, a subset of those judged (default: every judged seed); at default "
+        "one seed's costs take about as long as judging every seed",
+    )
+    p.add_argument(
         "--repeats", type=int, default=2, help="runs of each cost; the fastest counts (default 2)"
     )
     p.add_argument(
@@ -275,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     from bt_core.config import get_scale
 
     seeds = args.seeds or list(get_scale(args.scale).seeds)
+    costed = sorted(set(args.cost_seeds)) if args.cost_seeds else sorted(seeds)
+    if not set(costed) <= set(seeds):
+        p.error(f"--cost-seeds {costed}: cost only seeds this run judges ({sorted(seeds)})")
     args.out.mkdir(parents=True, exist_ok=True)
     names = [IDEAL, *args.rungs, *args.cheap]
     if args.judged is not None:
@@ -296,26 +307,29 @@ def main(argv: list[str] | None = None) -> int:
                 f"{where} judged ladder_r4 with k={k.get('k')}, and this run costs --k {args.k}"
             )
     rep_n = args.repeats
-    replay = {s: measure(args.scale, s, args.bt_cache, "replay64", {}, rep_n) for s in seeds}
+    replay = {s: measure(args.scale, s, args.bt_cache, "replay64", {}, rep_n) for s in costed}
     lines = args.out / "ladder.jsonl"
     rows, ideal_cpu = [], None
     for n in names:  # the ideal first: every line's cost share is against it
         params = {"k": args.k} if n == "ladder_r4" else {}
         costs = {}
-        for s in seeds:
+        for s in costed:
             costs[s] = measure(args.scale, s, args.bt_cache, n, params, rep_n)
             print(f"{n} seed {s}: {costs[s]}", file=sys.stderr, flush=True)
-        ideal_cpu = ideal_cpu or {s: costs[s]["cpu_s"] for s in seeds}
+        ideal_cpu = ideal_cpu or {s: costs[s]["cpu_s"] for s in costed}
         rows.append(row(n, recs, costs, replay, ideal_cpu))
         with lines.open("a") as f:  # as each is costed: a cut-off run keeps what it measured
-            f.write(json.dumps({"scale": args.scale, "seeds": seeds, **rows[-1]}) + "\n")
+            line = {"scale": args.scale, "seeds": seeds, "cost_seeds": costed, **rows[-1]}
+            f.write(json.dumps(line) + "\n")
     table = [
         [
             r["estimator"],
             " ".join(
                 f"{p['lds']:.3f}" if p["lds"] is not None else "—" for p in r["per_seed"].values()
             ),
-            " ".join(f"{p['cpu_s']:.2f}" for p in r["per_seed"].values()),
+            " ".join(
+                f"{p['cpu_s']:.2f}" for p in r["per_seed"].values() if p["cpu_s"] == p["cpu_s"]
+            ),
             " ".join(
                 "—" if p["cost_share_of_ideal"] is None else f"{p['cost_share_of_ideal']:.2f}"
                 for p in r["per_seed"].values()
@@ -325,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows
     ]
     print(tabulate(table, headers=["estimator", "LDS per seed", "CPU s", "cost / ideal", "items"]))
-    rep = " ".join(f"{replay[s]['cpu_s']:.2f}" for s in seeds)
+    rep = " ".join(f"{replay[s]['cpu_s']:.2f}" for s in costed)
     print(f"float64 replay of the window, CPU s per seed: {rep}")
     fig = figure(
         rows, replay, args.out / "ladder.png", f"The ladder at {args.scale}, seeds {seeds}"
