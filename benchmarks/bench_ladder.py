@@ -178,69 +178,24 @@ def row(name: str, recs: dict, costs: dict, replay: dict, ideal_cpu: dict) -> di
     }
 
 
-def _label(r: dict) -> str:
-    n = r["estimator"]
-    if n == IDEAL:
-        return "metagrad (R5)"
-    if n == "ladder_r4":
-        return f"R4({r['params'].get('k')})"
-    return n.replace("ladder_r", "R") if n.startswith("ladder_") else n
-
-
 def figure(rows: list[dict], replay: dict, path: Path, title: str) -> Path:
-    from bt_core.reporting.plotting import plt, save, seed_style
+    """The ladder's figure (`bt_core.reporting.ladder.plot`, the one the scorecard page draws),
+    with the CPU seconds measured here and the float64 replay's median as a line."""
+    from bt_core.reporting.ladder import plot, rung_label
 
-    pyplot = plt()
-    fig, ax = pyplot.subplots(figsize=(8.5, 4.6))
-    seeds = sorted({s for r in rows for s in r["per_seed"]}, key=int)
-    for j, r in enumerate(rows):
-        rung = r["estimator"] in (*RUNGS, IDEAL)
-        for s, p in r["per_seed"].items():
-            if p["share_of_ideal"] is None or not p["cpu_s"] == p["cpu_s"]:
-                continue
-            style = seed_style(seeds, s)
-            ax.scatter(
-                p["cpu_s"],
-                p["share_of_ideal"],
-                s=30 if rung else 18,
-                marker=style["marker"],
-                color=f"C{j % 10}" if rung else "0.55",
-                alpha=0.9,
-            )
-        label = _label(r)
-        if rung:  # the rungs by colour in the legend, the cheap built-ins named beside them
-            ax.scatter([], [], color=f"C{j % 10}", marker="s", s=22, label=label)
-            continue
-        pts = [(p["cpu_s"], p["share_of_ideal"]) for p in r["per_seed"].values()]
-        pts = [xy for xy in pts if xy[1] is not None and xy[0] == xy[0]]
-        if pts:
-            x, y = min(pts, key=lambda xy: xy[1])
-            ax.annotate(
-                label, (x, y), fontsize=7, xytext=(4, -9), textcoords="offset points", color="0.4"
-            )
+    drawn = []
+    for r in rows:
+        label = rung_label(r["estimator"], r["params"])
+        pts = {s: (p["cpu_s"], p["share_of_ideal"]) for s, p in r["per_seed"].items()}
+        drawn.append({"label": label or r["estimator"], "rung": label is not None, "points": pts})
     rep = sorted(v["cpu_s"] for v in replay.values())
-    ax.axvline(rep[len(rep) // 2], color="0.3", ls="--", lw=0.8)
-    ax.annotate(
-        "float64 replay of the window (median)",
-        (rep[len(rep) // 2], 0.02),
-        fontsize=7,
-        rotation=90,
-        xytext=(3, 0),
-        textcoords="offset points",
-        color="0.3",
+    return plot(
+        drawn,
+        path,
+        title,
+        "CPU seconds per seed (one core, its own process)",
+        vline=(rep[len(rep) // 2], "float64 replay of the window (median)"),
     )
-    ax.axhline(1.0, color="0.7", lw=0.6)
-    ax.axhline(0.0, color="0.7", lw=0.6)
-    ax.set_xscale("log")
-    ax.set_xlabel("CPU seconds per seed (one core, its own process)")
-    ax.set_ylabel("causal LDS as a share of the ideal's")
-    ax.set_ylim(min(-0.05, ax.get_ylim()[0]), 1.08)
-    ax.set_title(title, fontsize=9)
-    for s in seeds:
-        ax.scatter([], [], color="0.3", marker=seed_style(seeds, s)["marker"], label=f"seed {s}")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    fig.tight_layout()
-    return save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

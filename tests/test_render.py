@@ -309,9 +309,71 @@ def test_page_has_every_section_and_colours_every_cell_by_status(tmp_path):
     assert len(d.captions) >= 6 and all(len(c.split()) >= 25 for c in d.captions), d.captions
     names = {p.name for p in out["figures"].iterdir()}
     assert {"lift.png", "auc.png", "lds.png"} <= names
+    assert "ladder.png" not in names  # no rung of the ladder was judged
     assert {
         f"margin_{i}.png" for i in ("magnitude_control", "fluency_control", "counterfactual")
     } <= names
+
+
+def _with_rungs(data: dict, rungs: dict) -> dict:
+    """`data` plus counterfactual records of the ladder's rungs {name: (params, share per seed,
+    seconds per seed)} and their scoring times."""
+    data["scoring_time"] = {}
+    for name, (params, shares, secs) in rungs.items():
+        per = {
+            s: {"lds": 0.9 * v, "ci": [0.0, 1.0], "share": v}
+            for s, v in zip(SEEDS, shares, strict=True)
+        }
+        rec = _rec("counterfactual", name, "pass", "method", figures_={"per_seed": per})
+        rec["estimator_spec"]["params"] = params
+        data["records"].append(rec)
+        stream = {
+            f"seed{s}/stream/rollout": {"seed": int(s), "seconds": t}
+            for s, t in zip(SEEDS, secs, strict=True)
+        }
+        draws = {f"seed{s}/draw0/rollout": {"seed": int(s), "seconds": 99.0} for s in SEEDS}
+        data["scoring_time"][name] = {"per_problem": {**stream, **draws}}
+    return data
+
+
+def test_the_ladder_figure_shows_when_two_rungs_were_judged(tmp_path):
+    """Issue 62: the page draws the ladder (cost against share of the ideal, LDS section) once two
+    or more rungs were judged, rungs in ladder order, the stream problem's seconds as the cost."""
+    from bt_core.reporting.ladder import rows_of
+
+    one = _with_rungs(_data(), {"metagrad": ({}, [1.0, 1.0, 1.0], [2.0, 2.1, 2.2])})
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "scorecard.json").write_text(json.dumps(one))
+    out = render_all(tmp_path / "one" / "scorecard.json")
+    assert not (out["figures"] / "ladder.png").exists()
+
+    rungs = {
+        "metagrad": ({}, [1.0, 1.0, 1.0], [2.0, 2.1, 2.2]),
+        "ladder_r4": ({"rung": "R4", "k": 2}, [0.99, 0.97, 0.98], [1.5, 1.6, 1.7]),
+        "ladder_r0c": ({"rung": "R0c"}, [0.7, 0.6, float("nan")], [0.3, 0.3, 0.3]),
+    }
+    data = _with_rungs(json.loads(json.dumps(_data())), rungs)
+    plug = next(
+        r for r in data["records"] if r["estimator"] == PLUGIN and r["item"] == "counterfactual"
+    )
+    for f in plug["figures"]["per_seed"].values():
+        f["share"] = 0.3
+    rows = rows_of(data)
+    assert [r["label"] for r in rows if r["rung"]] == ["R0c", "R4(2)", "R5 (metagrad)"]
+    # the others with a share of the ideal, in grey: here the plug-in alone carries one
+    assert [r["label"] for r in rows if not r["rung"]] == [PLUGIN]
+    r4 = next(r for r in rows if r["label"] == "R4(2)")
+    assert r4["points"] == {"0": (1.5, 0.99), "1": (1.6, 0.97), "2": (1.7, 0.98)}
+    r0c = next(r for r in rows if r["label"] == "R0c")
+    assert set(r0c["points"]) == {"0", "1"}  # a NaN share is no point
+    path = tmp_path / "scorecard.json"
+    path.write_text(json.dumps(data))
+    out = render_all(path)
+    html = out["html"].read_text()
+    d = _dom(html)
+    assert "fig-ladder" in d.ids
+    lds = html.index('id="lds"')
+    assert lds < html.index('id="fig-ladder"') < html.index('id="reasons"')
 
 
 @pytest.mark.skipif(

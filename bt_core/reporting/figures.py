@@ -7,7 +7,9 @@ Each figure comes with a title and a caption that says what it shows and how to 
   over its deciding control per seed, with its CI and the bar (`margins.py`);
 * ``<key>.png`` — every "dots" panel the items' presentations hold (`present`): one category per row
   (an estimator, a control, a target kind), one marker per seed with its CI, hollow markers for
-  extra values (other draws), the reference lines the panel names, band rows on a grey background.
+  extra values (other draws), the reference lines the panel names, band rows on a grey background;
+* ``ladder.png`` — when two or more rungs of the ladder were judged (`ladder.py`): cost against
+  the share of the ideal, in the LDS section.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import re
 from pathlib import Path
 
 from bt_core.reporting import present, summary
+from bt_core.reporting.ladder import ladder_figure
 from bt_core.reporting.margins import margin_figures
 from bt_core.reporting.plotting import Figure, plt, save, seed_legend, seed_style, seeds_of
 
@@ -127,4 +130,5 @@ def render(data: dict, out: Path) -> list[Figure]:
     for sec in present.collect(data):
         for panel in sec.of("dots"):
             figs.append(dots_figure(panel, _seeds(data, panel["rows"]), out))
+    figs.append(ladder_figure(data, out))
     return [f for f in figs if f is not None]
