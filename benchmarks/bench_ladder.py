@@ -180,14 +180,23 @@ def row(name: str, recs: dict, costs: dict, replay: dict, ideal_cpu: dict) -> di
 
 def figure(rows: list[dict], replay: dict, path: Path, title: str) -> Path:
     """The ladder's figure (`bt_core.reporting.ladder.plot`, the one the scorecard page draws),
-    with the CPU seconds measured here and the float64 replay's median as a line."""
+    with the CPU seconds measured here and the float64 replay's median as a line; a seed judged
+    but not costed (`--cost-seeds`) is drawn hollow at its estimator's median costed seconds."""
     from bt_core.reporting.ladder import plot, rung_label
 
     drawn = []
     for r in rows:
         label = rung_label(r["estimator"], r["params"])
         pts = {s: (p["cpu_s"], p["share_of_ideal"]) for s, p in r["per_seed"].items()}
-        drawn.append({"label": label or r["estimator"], "rung": label is not None, "points": pts})
+        costed = sorted(x for x, _ in pts.values() if x == x)
+        # a seed judged but not costed (--cost-seeds): hollow, at the costed seeds' median cost
+        hollow = [s for s, (x, _) in pts.items() if x != x] if costed else []
+        for s in hollow:
+            pts[s] = (costed[len(costed) // 2], pts[s][1])
+        drawn.append(
+            {"label": label or r["estimator"], "rung": label is not None, "points": pts,
+             "hollow": hollow}
+        )  # fmt: skip
     rep = sorted(v["cpu_s"] for v in replay.values())
     return plot(
         drawn,

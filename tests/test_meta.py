@@ -2,6 +2,7 @@
 (`tests/adversaries.py`) with known properties get the expected verdicts at the smoke scale, in one
 run of the real suite."""
 
+import itertools
 import json
 import os
 import subprocess
@@ -73,6 +74,10 @@ EXPECTED = {
 
 
 MODE: dict = {}  # the matrix session's scoring mode (its scorecard's meta)
+# issue 62's ladder below the ideal, judged in the matrix for the dose-response test (R0c, a side
+# branch, is not on the chain); the ideal is the chain's top
+LADDER = ("ladder_r0", "ladder_r1", "ladder_r2", "ladder_r3", "ladder_r4")
+CHAIN = (*LADDER, "metagrad")
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +87,7 @@ def matrix(tmp_path_factory, smoke_artifacts, smoke_cache):
     records."""
     d = tmp_path_factory.mktemp("meta")
     ests = ",".join(
-        ["metagrad", "oracle", "random", "norm_only", "fluency"]
+        ["metagrad", *LADDER, "oracle", "random", "norm_only", "fluency"]
         + [f"adversaries:{c}" for c in ADVERSARIES.values()]
         + [f"adversaries_process:{c}" for c in PROCESS_ADVERSARIES.values()]
         + [f"probes:{c}" for c in PROBES.values()]
@@ -250,7 +255,8 @@ def test_each_column_can_fail_while_another_passes(matrix):
     the others fail. The probes (tests/probes.py) are built for it: the exact ideal on one fixture
     and a confound (or noise) on the other; the controls and adversaries count too."""
     _, recs = matrix
-    names = sorted({e for e, _ in recs if e != "setup"})
+    # the rungs are not built to witness a column (each is the ideal, approximated)
+    names = sorted({e for e, _ in recs if e != "setup" and e not in LADDER})
     witnesses = {}
     for item in CAUSAL_ITEMS:
         for e in names:
@@ -259,6 +265,29 @@ def test_each_column_can_fail_while_another_passes(matrix):
                 witnesses.setdefault(item, []).append(e)
     missing = [i for i in CAUSAL_ITEMS if i not in witnesses]
     assert not missing, f"no estimator fails {missing} while passing another item"
+
+
+def test_the_ladder_climbs_on_the_pinned_smoke_key(matrix):
+    """Issue 62 req. 3 (`docs/ladder.md#dose-response`): the rungs are nested by construction, each
+    adding one thing the ideal propagates, so along the chain R0 → R1 → R2 → R3 → R4(1) → the ideal,
+    for each step a → b and each seed, b's causal LDS is at least the lower end of a's 95% CI (a
+    fall within a's CI is resampling noise, one beyond it a finding about the items or the rungs),
+    and b passes at least as many of the six causal items as a."""
+    _, recs = matrix
+    per_seed = {n: recs[(n, "counterfactual")]["figures"]["per_seed"] for n in CHAIN}
+    passed = {n: [i for i in CAUSAL_ITEMS if recs[(n, i)]["status"] == "pass"] for n in CHAIN}
+    seeds = sorted(per_seed["metagrad"])
+    assert seeds and all(sorted(per_seed[n]) == seeds for n in CHAIN), per_seed
+    table = {n: {s: round(per_seed[n][s]["lds"], 3) for s in seeds} for n in CHAIN}
+    for a, b in itertools.pairwise(CHAIN):
+        for s in seeds:
+            lo_a = per_seed[a][s]["ci"][0]
+            assert per_seed[b][s]["lds"] >= lo_a, (
+                f"seed {s}: {b}'s LDS {per_seed[b][s]['lds']:.3f} fell below {a}'s CI "
+                f"(lower end {lo_a:.3f}); the chain's LDS: {table}"
+            )
+        assert len(passed[b]) >= len(passed[a]), (a, passed[a], b, passed[b], table)
+    assert passed["metagrad"] == list(CAUSAL_ITEMS), passed
 
 
 # (probe) → (the items it must pass, the items it must fail): each answers one fixture's questions

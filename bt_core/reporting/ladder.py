@@ -39,7 +39,8 @@ def plot(
     xlabel: str,
     vline: tuple[float, str] | None = None,
 ) -> Path:
-    """`rows`: [{"label", "rung" (bool), "points": {seed: (cost, share)}}]; rungs in colour (one
+    """`rows`: [{"label", "rung" (bool), "points": {seed: (cost, share)}, "hollow": seeds (optional:
+    points whose cost was not measured, drawn hollow at a stand-in cost)}]; rungs in colour (one
     per rung, in the legend), others grey and named beside their lowest point; `vline` an (x,
     text) reference line (the float64 replay's cost in the benchmark)."""
     pyplot = plt()
@@ -54,13 +55,16 @@ def plot(
     ]
     seeds = sorted({s for pts in drawn for s in pts}, key=lambda s: (len(s), s))
     for j, (r, pts) in enumerate(zip(rows, drawn, strict=True)):
+        colour = f"C{j % 10}" if r["rung"] else "0.55"
         for s, (x, y) in pts.items():
+            hollow = s in {str(h) for h in r.get("hollow") or ()}
             ax.scatter(
                 x,
                 y,
                 s=30 if r["rung"] else 18,
                 marker=seed_style(seeds, s)["marker"],
-                color=f"C{j % 10}" if r["rung"] else "0.55",
+                facecolors="none" if hollow else colour,
+                edgecolors=colour,
                 alpha=0.9,
             )
         if r["rung"]:  # the rungs by colour in the legend, the others named beside them
