@@ -164,7 +164,7 @@ def row(name: str, recs: dict, costs: dict, replay: dict, ideal_cpu: dict) -> di
             "ci": f.get("ci"),
             # the checklist's own share (NaN, here None, where the ideal's LDS is not > 0)
             "share_of_ideal": share if share is not None and share == share else None,
-            "cpu_s": round(c.get("cpu_s", float("nan")), 3),
+            "cpu_s": round(c["cpu_s"], 3) if c else None,  # None: not costed (--cost-seeds)
             "peak_mb": c.get("peak_mb"),
             "replay_f64_cpu_s": round(replay[int(s)]["cpu_s"], 3) if int(s) in replay else None,
             "cost_share_of_ideal": round(c["cpu_s"] / ideal_cpu[int(s)], 3) if c else None,
@@ -181,16 +181,16 @@ def row(name: str, recs: dict, costs: dict, replay: dict, ideal_cpu: dict) -> di
 def figure(rows: list[dict], replay: dict, path: Path, title: str) -> Path:
     """The ladder's figure (`bt_core.reporting.ladder.plot`, the one the scorecard page draws),
     with the CPU seconds measured here and the float64 replay's median as a line; a seed judged
-    but not costed (`--cost-seeds`) is drawn hollow at its estimator's median costed seconds."""
+    but not costed (`--cost-seeds`) is drawn hollow at a costed seed's cost (the middle one)."""
     from bt_core.reporting.ladder import plot, rung_label
 
     drawn = []
     for r in rows:
         label = rung_label(r["estimator"], r["params"])
         pts = {s: (p["cpu_s"], p["share_of_ideal"]) for s, p in r["per_seed"].items()}
-        costed = sorted(x for x, _ in pts.values() if x == x)
-        # a seed judged but not costed (--cost-seeds): hollow, at the costed seeds' median cost
-        hollow = [s for s, (x, _) in pts.items() if x != x] if costed else []
+        costed = sorted(x for x, _ in pts.values() if x is not None and x == x)
+        # a seed judged but not costed (--cost-seeds): hollow, at a costed seed's cost
+        hollow = [s for s, (x, _) in pts.items() if x is None or x != x] if costed else []
         for s in hollow:
             pts[s] = (costed[len(costed) // 2], pts[s][1])
         drawn.append(
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=None,
         help="seeds to cost, a subset of those judged (default: every judged seed); at default "
-        "one seed's costs take about as long as judging every seed",
+        "each seed's costs take about 5 minutes",
     )
     p.add_argument(
         "--repeats", type=int, default=2, help="runs of each cost; the fastest counts (default 2)"
@@ -291,9 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             " ".join(
                 f"{p['lds']:.3f}" if p["lds"] is not None else "—" for p in r["per_seed"].values()
             ),
-            " ".join(
-                f"{p['cpu_s']:.2f}" for p in r["per_seed"].values() if p["cpu_s"] == p["cpu_s"]
-            ),
+            " ".join(f"{p['cpu_s']:.2f}" for p in r["per_seed"].values() if p["cpu_s"] is not None),
             " ".join(
                 "—" if p["cost_share_of_ideal"] is None else f"{p['cost_share_of_ideal']:.2f}"
                 for p in r["per_seed"].values()

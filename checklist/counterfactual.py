@@ -509,6 +509,17 @@ def _shared(per: dict, seeds: list[str]) -> tuple[list[list[str]], list[dict]]:
     return rows, [*dots, pr.dot_row("ceiling (metagrad)", [ceiling], band=True)]
 
 
+LADDER_CAPTION = (
+    "Each judged rung of the ladder (docs/ladder.md: R0 the gradient dot product at the "
+    "checkpoints … R5 the exact ideal, metagrad) by colour, every other estimator in grey: its "
+    "causal LDS as a share of the ideal's (one marker per seed) against what scoring the seed's "
+    "rollout-level stream problem cost in this session (wall seconds of the checklist's own "
+    "timer, log axis; the first problem of a scoring process also pays its first calls, so "
+    "compare within a seed). Higher at the same cost is better; the benchmark bench_ladder.py "
+    "measures the costs in CPU seconds on one core."
+)
+
+
 def present(rec: dict) -> dict:
     """The estimator's LDS [CI] (share of the ceiling) per seed — a row of the LDS table, a figure
     category where it has an LDS — with the controls' and the ceiling's as the shared rows."""
@@ -538,7 +549,15 @@ def present(rec: dict) -> dict:
         dots,
         horizontal=True,
     )
-    return pr.presentation(table, figure, sections={"lds": {"title": "Counterfactual LDS"}})
+    shares = pr.ladder(
+        "ladder",
+        "lds",
+        "From cheap to exact: the ladder",
+        LADDER_CAPTION,
+        rec,
+        {s: f.get("share") for s, f in per.items()},
+    )
+    return pr.presentation(table, figure, shares, sections={"lds": {"title": "Counterfactual LDS"}})
 
 
 ITEM = Item(

@@ -434,6 +434,21 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
             expect="figure:",
         ),
     ),
+    # ladder.md's default campaign (a cold default build and 9 estimators judged: about an hour on 2
+    # cores): its options here, the command itself in the full tier, in its own folders
+    (
+        "python benchmarks/bench_ladder.py --scale default --bt-cache /tmp/ladk1/cache "
+        "--out /tmp/ladk1/out --cost-seeds 0 1"
+    ): (
+        Run("python benchmarks/bench_ladder.py --help", cwd="root", expect="--cost-seeds"),
+        Run(
+            "python benchmarks/bench_ladder.py --scale default --bt-cache {tmp}/cache "
+            "--out {tmp}/out --cost-seeds 0 1",
+            tier="full",
+            cwd="root",
+            expect="figure:",
+        ),
+    ),
     "python benchmarks/bench_linearity.py --scale default": (
         # five default seeds (about 3 min on 2 cores from a built cache): one smoke seed, one rung
         Run(

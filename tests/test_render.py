@@ -315,6 +315,15 @@ def test_page_has_every_section_and_colours_every_cell_by_status(tmp_path):
     } <= names
 
 
+def _ladder_presentation(rec: dict) -> dict:
+    """What the counterfactual item writes for the ladder: its `ladder` panel, shares per seed."""
+    from bt_core.reporting import present as pr
+
+    shares = {s: f.get("share") for s, f in rec["figures"]["per_seed"].items()}
+    panel = pr.ladder("ladder", "lds", "From cheap to exact", "how to read it " * 8, rec, shares)
+    return pr.presentation(panel)
+
+
 def _with_rungs(data: dict, rungs: dict) -> dict:
     """`data` plus counterfactual records of the ladder's rungs {name: (params, share per seed,
     seconds per seed)} and their scoring times."""
@@ -326,6 +335,7 @@ def _with_rungs(data: dict, rungs: dict) -> dict:
         }
         rec = _rec("counterfactual", name, "pass", "method", figures_={"per_seed": per})
         rec["estimator_spec"]["params"] = params
+        rec["presentation"] = _ladder_presentation(rec)
         data["records"].append(rec)
         stream = {
             f"seed{s}/stream/rollout": {"seed": int(s), "seconds": t}
@@ -358,10 +368,17 @@ def test_the_ladder_figure_shows_when_two_rungs_were_judged(tmp_path):
     )
     for f in plug["figures"]["per_seed"].values():
         f["share"] = 0.3
+    plug["presentation"] = _ladder_presentation(plug)
+    # a plug-in with a `rung` setting of its own is no rung of the built-in ladder
+    mimic = json.loads(json.dumps(plug))
+    mimic["estimator"] = mimic["estimator_spec"]["name"] = "my_rung"
+    mimic["estimator_spec"]["params"] = {"rung": "R1"}
+    mimic["presentation"] = _ladder_presentation(mimic)
+    data["records"].append(mimic)
     rows = rows_of(data)
     assert [r["label"] for r in rows if r["rung"]] == ["R0c", "R4(2)", "R5 (metagrad)"]
     # the others with a share of the ideal, in grey: here the plug-in alone carries one
-    assert [r["label"] for r in rows if not r["rung"]] == [PLUGIN]
+    assert sorted(r["label"] for r in rows if not r["rung"]) == sorted([PLUGIN, "my_rung"])
     r4 = next(r for r in rows if r["label"] == "R4(2)")
     assert r4["points"] == {"0": (1.5, 0.99), "1": (1.6, 0.97), "2": (1.7, 0.98)}
     r0c = next(r for r in rows if r["label"] == "R0c")
@@ -374,6 +391,30 @@ def test_the_ladder_figure_shows_when_two_rungs_were_judged(tmp_path):
     assert "fig-ladder" in d.ids
     lds = html.index('id="lds"')
     assert lds < html.index('id="fig-ladder"') < html.index('id="reasons"')
+    # no cost recorded (an older scorecard's scoring_time): no log axis to draw on, no figure
+    del data["scoring_time"]
+    (tmp_path / "untimed").mkdir()
+    (tmp_path / "untimed" / "scorecard.json").write_text(json.dumps(data))
+    assert not (
+        render_all(tmp_path / "untimed" / "scorecard.json")["figures"] / "ladder.png"
+    ).exists()
+
+
+def test_the_counterfactual_item_writes_the_ladders_shares():
+    """The ladder's data come from the item's presentation (reporting names no item): each
+    estimator's share of the ideal per seed, its settings beside it, NaN shares left out."""
+    from behaviortrace.checklist.counterfactual import present
+
+    rec = next(r for r in _data()["records"] if r["item"] == "counterfactual")
+    rec = json.loads(json.dumps(rec))
+    rec["estimator_spec"]["params"] = {"rung": "R2"}
+    for s, f in rec["figures"]["per_seed"].items():
+        f["share"] = float("nan") if s == "2" else 0.5
+    panels = [p for p in present(rec)["panels"] if p["kind"] == "ladder"]
+    assert len(panels) == 1 and panels[0]["section"] == "lds"
+    assert panels[0]["rows"] == [
+        {"estimator": rec["estimator"], "params": {"rung": "R2"}, "values": {"0": 0.5, "1": 0.5}}
+    ]
 
 
 @pytest.mark.skipif(

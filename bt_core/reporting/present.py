@@ -20,6 +20,10 @@ A *panel* is a table or a figure, identified by its kind and ``key`` (a figure i
              "values": [{seed: [value, lo, hi]}, ...],  # one dict per axis; lo, hi: CI or None
              "extra": [{seed: [value, ...]}, ...]}        # hollow markers (other draws), per axis
       line: {"at": float, "style": "dashed" | "thin" | "dotted", "seed": str | None}
+    ladder: {"kind": "ladder", "key", "section", "title", "caption",
+             "rows": [{"estimator": str, "params": dict, "values": {seed: share of the ideal}}]}
+      (the ladder's figure, `reporting/ladder.py`: each estimator's share of the ideal per seed
+      against what scoring cost it; drawn where two or more of its rows are rungs)
 
 Many records write a panel of the same key (one row each: their estimator's); `collect` merges
 them: the spec (title, columns, axes) of the first record that has rows, every record's ``rows`` in
@@ -143,6 +147,26 @@ def dots(
         "horizontal": horizontal,
         "wide": wide,
         "band_label": band_label,
+    }
+
+
+def ladder(key: str, section: str, title: str, caption: str, rec: dict, shares: dict) -> dict:
+    """A ladder panel's row: the record's estimator, its settings and its share of the ideal per
+    seed (`shares`: {seed: float}; NaN or None where there is none)."""
+    spec = rec.get("estimator_spec") or {}
+    values = {str(s): v for s, v in shares.items() if isinstance(v, (int, float)) and v == v}
+    row = {
+        "estimator": rec["estimator"],
+        "params": dict(spec.get("params") or {}),
+        "values": values,
+    }
+    return {
+        "kind": "ladder",
+        "key": key,
+        "section": section,
+        "title": title,
+        "caption": caption,
+        "rows": [row] if values else [],
     }
 
 
