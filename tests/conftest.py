@@ -46,38 +46,10 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"sandbox: scoring is sandboxed ({found} at {path}); the sandboxed tests run"
 
 
-# The files that take minutes, longest first. Under `-n 2 --dist loadfile` a file is one unit of
-# work and xdist hands units out in collection order (its own reordering, by test count, is turned
-# off below): with these last, one worker ran a cold build for 1.5 minutes at the end while the
-# other sat idle. A file not named keeps its place after them.
-HEAVY_FIRST = (
-    "test_meta.py",
-    "test_fresh_key.py",
-    "test_concurrency.py",
-    "test_installed.py",
-    "test_docs_commands.py",
-    "test_bench_keys.py",
-    "test_metagrad.py",
-    "test_ladder.py",
-    "test_kept_scores.py",
-    "test_reliability.py",
-    "test_suite_end_to_end.py",
-    "test_estimators.py",
-    "test_gate.py",
-)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist ≥ 3.6
-        config.option.loadscopereorder = False
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if BUILDING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.train)
-    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
-    items.sort(key=lambda it: rank.get(it.path.name, len(rank)))  # stable: order within a file kept
 
 
 @pytest.fixture(scope="session")
