@@ -53,3 +53,23 @@ def outer_venv(venv: Path, extra: tuple[str, ...] = ()) -> Path:
     sites = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
     Path(purelib, "outer_env.pth").write_text("".join(f"{p}\n" for p in [*sites, *extra]))
     return py
+
+
+def recomputed_eligibility(run) -> tuple[np.ndarray, np.ndarray]:
+    """(`adversaries_process.RecomputeEligibility`'s picks, GT) on one run's stream: the task
+    code's public rule under the key of earlier builds."""
+    from types import SimpleNamespace
+
+    from adversaries_process import RecomputeEligibility
+
+    from bt_core.artifacts.rollouts import RolloutView
+
+    t = run.rollouts
+    problem = SimpleNamespace(
+        kind="stream",
+        rollouts=RolloutView.of(t),
+        codec=run.token_ids,
+        seed=run.seed,
+        n_units=len(t),
+    )
+    return RecomputeEligibility().score(problem) > 0.5, np.asarray(t.gt, bool)

@@ -4,6 +4,7 @@ being built."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -68,6 +69,26 @@ def test_racing_processes_build_an_artifact_once(tmp_path):
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["k", "k.lock"]
 
 
+SMALL_PLAN = {"n_local": 8, "n_reweight": 8, "n_linearity": 0}
+SMALL_SMOKE = f"""
+import dataclasses
+
+from bt_core.config import SCALES
+
+_smoke = SCALES["smoke"]
+
+
+def _small():
+    s = _smoke()
+    return dataclasses.replace(
+        s, counterfactual=dataclasses.replace(s.counterfactual, **{SMALL_PLAN!r})
+    )
+
+
+SCALES["smoke"] = _small
+"""
+
+
 @pytest.mark.train
 def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeypatch, tmp_path):
     """`pytest -n 2` on an empty cache: both workers need seed 0's artifacts at once; the file locks
@@ -79,6 +100,11 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     once)."""
     pytest.importorskip("xdist")
     monkeypatch.setenv("PYTHONPATH", _env()["PYTHONPATH"])
+    # The smoke preset with the plan's fewest local, reweighted and linearity subsets (as
+    # test_fresh_key builds it): 28 replays instead of 68, the same kinds of artifact built
+    # under the same locks, in about half the cold build. The rootdir's conftest is loaded by
+    # the controller and each worker before the suite reads its scale.
+    pytester.makeconftest(SMALL_SMOKE)
     cache = tmp_path / "cold"
     args = (
         "--scale=smoke",
@@ -103,7 +129,8 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     )
     builds = [json.loads(line) for line in (cache / "builds.jsonl").read_text().splitlines()]
     keys = [(b["kind"], b["key"]) for b in builds]
-    cf, n_draws = get_scale("smoke").counterfactual, get_scale("smoke").draws.n_draws
+    smoke = get_scale("smoke")
+    cf, n_draws = dataclasses.replace(smoke.counterfactual, **SMALL_PLAN), smoke.draws.n_draws
     # run, its control run, sketches, targets, draws; the replays (full, gt_out, random, no_bonus,
     # lds, local; the float64 full_f64, the reweighted subsets and their ladder), their index
     n_ladder = cf.n_linearity * len(cf.linearity_deltas)

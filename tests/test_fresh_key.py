@@ -20,6 +20,7 @@ import dataclasses
 
 import pytest
 from docs_commands import FULL  # the one reading of BT_FULL_SCALE
+from helpers import recomputed_eligibility
 
 from bt_core.reporting.scorecard import Status
 from bt_core.secret_key import KEY_ENV
@@ -76,3 +77,10 @@ def test_every_setup_gate_holds_on_an_untuned_key(key, tmp_path, monkeypatch, sm
         ev.close()
     failed = {n: v.reason for n, v in verdicts.items() if v.status != Status.PASS}
     assert not failed, f"setup gates failed under key {key[:6]}…: {failed}"
+    # the secret key is what stands between the task's public code and GT: the rule of earlier
+    # builds' public key recovers GT on the session's pinned runs (test_sandbox), here at chance
+    picked, gt = recomputed_eligibility(arts[min(arts)].run)
+    assert gt.any() and picked.any() and (picked & gt).sum() / gt.sum() < 0.75, (
+        picked.sum(),
+        gt.sum(),
+    )

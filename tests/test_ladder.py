@@ -250,12 +250,23 @@ def _checked_rows(tiny) -> np.ndarray:
     return np.sort(rng.permutation(firsts)[:N_CHECKED])
 
 
+_SCORED: dict[tuple, np.ndarray] = {}  # this module's rung scores, each computed once per worker
+
+
 def _rung_scores(
     smoke_evidence, name: str, clip: float | None = None, wd: float | None = None
 ) -> np.ndarray:
     """Rung `name`'s scores on seed 0's stream, through the estimator (handed only its `needs`),
     or under another clip or weight decay through `rung_gradient` on the same handout (the states
-    replayed, as the estimator's `auto` picks at smoke)."""
+    replayed, as the estimator's `auto` picks at smoke). Computed once per (rung, clip, decay): a
+    copy each time."""
+    key = (name, clip, wd)
+    if key not in _SCORED:
+        _SCORED[key] = _score_rung(smoke_evidence, name, clip, wd)
+    return _SCORED[key].copy()
+
+
+def _score_rung(smoke_evidence, name: str, clip: float | None, wd: float | None) -> np.ndarray:
     from bt_core.attribution.catalog import get
     from bt_core.counterfactual.ladder import rung_gradient
     from bt_core.counterfactual.metagrad import LoggedStream
@@ -376,7 +387,7 @@ def test_r4_is_the_derivative_of_its_surrogate_and_spans_r3_to_the_ideal(smoke_e
         fd = np.array([_fd(tiny, "R4", int(i), k=1) for i in rows])
     _assert_matches(-r4[rows], fd, rows, tiny, "R4(1)", EPS)
 
-    r3 = get("ladder_r3").create().score(p.handout())
+    r3 = _rung_scores(smoke_evidence, "R3")
     assert np.array_equal(get("ladder_r4").create(k=0).score(p.handout()), r3)
     assert not np.allclose(r4, r3, rtol=1e-6, atol=0)
     ideal = get("metagrad").create().score(p.handout())

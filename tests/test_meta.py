@@ -75,8 +75,10 @@ EXPECTED = {
 
 MODE: dict = {}  # the matrix session's scoring mode (its scorecard's meta)
 # issue 62's ladder below the ideal, judged in the matrix for the dose-response test (R0c, a side
-# branch, is not on the chain); the ideal is the chain's top
-LADDER = ("ladder_r0", "ladder_r1", "ladder_r2", "ladder_r3", "ladder_r4")
+# branch, is not on the chain); the ideal is the chain's top. R3 is left out: it adds the clip,
+# which never acts at smoke, so R3 is R2 bit for bit there (test_ladder asserts it on seed 0; on
+# this key their LDS and CI were equal on all three seeds), and judging it cost the matrix 32 s.
+LADDER = ("ladder_r0", "ladder_r1", "ladder_r2", "ladder_r4")
 CHAIN = (*LADDER, "metagrad")
 
 
@@ -269,10 +271,10 @@ def test_each_column_can_fail_while_another_passes(matrix):
 
 def test_the_ladder_climbs_on_the_pinned_smoke_key(matrix):
     """Issue 62 req. 3 (`docs/ladder.md#dose-response`): the rungs are nested by construction, each
-    adding one thing the ideal propagates, so along the chain R0 → R1 → R2 → R3 → R4(1) → the ideal,
-    for each step a → b and each seed, b's causal LDS is at least the lower end of a's 95% CI (a
-    fall within a's CI is resampling noise, one beyond it a finding about the items or the rungs),
-    and b passes at least as many of the six causal items as a."""
+    adding one thing the ideal propagates, so along the chain R0 → R1 → R2 → R4(1) → the ideal
+    (R3 = R2 at smoke: see LADDER), for each step a → b and each seed, b's causal LDS is at least
+    the lower end of a's 95% CI (a fall within a's CI is resampling noise, one beyond it a finding
+    about the items or the rungs), and b passes at least as many of the six causal items as a."""
     _, recs = matrix
     per_seed = {n: recs[(n, "counterfactual")]["figures"]["per_seed"] for n in CHAIN}
     passed = {n: [i for i in CAUSAL_ITEMS if recs[(n, i)]["status"] == "pass"] for n in CHAIN}
@@ -380,8 +382,8 @@ def test_the_answer_key_is_out_of_reach_of_every_process_adversary(matrix, estim
     if estimator == "recompute_eligibility":
         pytest.skip(
             "this session's runs pin the old public key (tests/conftest.py), which this adversary "
-            "knows; against a secret key: test_sandbox.py::"
-            "test_recomputing_the_contaminator_from_public_code_misses_gt, on a freshly keyed run"
+            "knows; against another key: test_fresh_key.py::"
+            "test_every_setup_gate_holds_on_an_untuned_key, on an untuned key's run"
         )
     _, recs = matrix
     for item in (*ITEMS, "counterfactual"):

@@ -13,7 +13,7 @@ import pytest
 import torch
 from helpers import scrambled_labels
 
-N_CHECKED = 24  # rollouts checked against finite differences (the issue asks for ≥ 20)
+N_CHECKED = 20  # rollouts checked against finite differences (the issue asks for ≥ 20)
 EPS = 1e-5  # relative perturbation of one rollout's loss weight w_i = 1 ± EPS
 MAX_REL_ERR = 1e-3
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from adversaries import LabelReader, SeedSignFlip, UnderDeclaredTargetReader, Writer
-from helpers import outer_venv
+from helpers import outer_venv, recomputed_eligibility
 
 from bt_core.attribution.catalog import get
 from bt_core.attribution.problem import AttributionProblem
@@ -330,46 +330,16 @@ def test_real_problems_score_the_same_bytes_sandboxed_and_in_process(smoke_artif
         there.close()
 
 
-def _recomputed(run) -> tuple[np.ndarray, np.ndarray]:
-    """(the adversary's picks, GT) on one run's stream."""
-    from types import SimpleNamespace
-
-    from adversaries_process import RecomputeEligibility
-
-    from bt_core.artifacts.rollouts import RolloutView
-
-    t = run.rollouts
-    problem = SimpleNamespace(
-        kind="stream",
-        rollouts=RolloutView.of(t),
-        codec=run.token_ids,
-        seed=run.seed,
-        n_units=len(t),
-    )
-    return RecomputeEligibility().score(problem) > 0.5, np.asarray(t.gt, bool)
-
-
-@pytest.mark.train
-def test_recomputing_the_contaminator_from_public_code_misses_gt(
-    smoke_scale, smoke_artifacts, tmp_path
+def test_recomputing_the_contaminator_from_public_code_finds_gt_only_under_the_old_key(
+    smoke_artifacts,
 ):
-    """With a secret key, the task code's public rule (the key of earlier builds, b"behaviortrace")
-    no longer gives GT: on a smoke run trained with a freshly drawn key the recomputed set's overlap
-    with GT is at chance. The session's own runs pin that old key (tests/conftest.py says why), and
-    on them the same rule recovers all of GT: the key, not anything else, is what stands between the
-    code and GT."""
-    from bt_core.artifacts.store import ArtifactStore
-    from bt_core.pipeline import build_run
-    from bt_core.training.task import draw_key
-
-    picked, gt = _recomputed(smoke_artifacts[0].run)
+    """The session's own runs pin the key of earlier builds (b"behaviortrace", tests/conftest.py
+    says why), and on them the task code's public rule recovers all of GT: the key, not anything
+    else, is what stands between the code and GT. That under another key the recomputed set's
+    overlap with GT is at chance is checked on the untuned key's build
+    (`test_fresh_key.py::test_every_setup_gate_holds_on_an_untuned_key`), which trains anyway."""
+    picked, gt = recomputed_eligibility(smoke_artifacts[0].run)
     assert gt.any() and (picked == gt).all()  # the old public key: the answer key, recomputed
-    run = build_run(ArtifactStore(tmp_path / "cache"), smoke_scale.run.with_seed(0), key=draw_key())
-    picked, gt = _recomputed(run)
-    assert gt.any() and picked.any() and (picked & gt).sum() / gt.sum() < 0.75, (
-        picked.sum(),
-        gt.sum(),
-    )
 
 
 def test_records_of_an_unsandboxed_session_say_so(smoke_artifacts):
