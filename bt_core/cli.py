@@ -39,6 +39,9 @@ def _cmd_estimators(args) -> int:
             headers=["name", "levels", "origin", "description"],
         )
     )
+    opt_in = [s.name for s in specs if s.opt_in]
+    if opt_in:
+        print(f"opt-in (judged only where named with --estimator): {', '.join(opt_in)}")
     from bt_core.attribution.catalog import not_installed
 
     for name, install in not_installed().items():

@@ -70,6 +70,12 @@ def names() -> list[str]:
     return [s.name for s in available()]
 
 
+def default_names() -> list[str]:
+    """What a session judges when no `--estimator` is given: every registered estimator but the
+    opt-in ones (`Estimator.opt_in`: the ladder's rungs), which are judged where named."""
+    return [s.name for s in available() if not s.opt_in]
+
+
 def get(name: str) -> EstimatorSpec:
     """Registered name or `package.module:factory` path → spec; unknown → error with suggestions."""
     _load()

@@ -47,6 +47,10 @@ class Estimator:
     # suite can be passed). Only a built-in's declaration counts (`EstimatorSpec.role`): a plug-in
     # is a method, or validation if it reads the labels, whatever it declares.
     role: str = "method"
+    # judged only where named (`--estimator`): the default selection, every registered estimator,
+    # leaves it out. The ladder's rungs are (issue 62: the default suite must not get slower for
+    # estimators that cost about what the ideal does and pass nothing it does not).
+    opt_in: bool = False
 
     def __init__(self, **params):
         self.params = params
@@ -66,6 +70,7 @@ class EstimatorSpec:
     doc: str
     needs: tuple[str, ...] = ()  # the problem fields it declared (enforced: see `declares_needs`)
     declared_role: str = "method"  # its class's `role` (one of ROLES); what counts of it: `role`
+    opt_in: bool = False  # left out of the default selection (`Estimator.opt_in`)
 
     def create(self, **params) -> Estimator:
         est = self.factory(**params)
@@ -156,6 +161,7 @@ class EstimatorSpec:
             "origin": self.origin,
             "needs": list(self.needs),
             "reads_labels": self.reads_labels,
+            "opt_in": self.opt_in,
         }
 
 
@@ -205,7 +211,16 @@ def spec_from(obj, name: str | None, origin: str) -> EstimatorSpec:
             "(or leave it unset: a method)"
         )
     doc = (getattr(obj, "__doc__", "") or "").strip().split("\n")[0]
-    return EstimatorSpec(est_name, obj, levels, origin, doc, tuple(getattr(obj, "needs", ())), role)
+    return EstimatorSpec(
+        est_name,
+        obj,
+        levels,
+        origin,
+        doc,
+        tuple(getattr(obj, "needs", ())),
+        role,
+        bool(getattr(obj, "opt_in", False)),
+    )
 
 
 def _same_definition(a, b) -> bool:
