@@ -89,6 +89,15 @@ CHECK_SMOKE = Run(
     judged=("signed_dot", "magnitude_control"),
 )
 
+# one smoke seed, two ladder rungs, the stored states: both bench_linearity entries below
+LINEARITY_SMOKE = Run(
+    "python benchmarks/bench_linearity.py --scale smoke --seeds 0 --subsets 1 "
+    "--ladder 1e-4 1e-5 --workers 1 --states stored --bt-cache={cache}",
+    tier="train",
+    cwd="root",
+    expect="radius",
+)
+
 COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
     # README: gate your method
     "pip install torch==2.13.0 ./behaviortrace": (
@@ -129,6 +138,9 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
             "the unit tier itself (tox -e unit), which runs this file",
             'commands = pytest tests -m "not train"',
         ),
+    ),
+    'pip install torch==2.13.0 -e ".[kronfluence]" && pip install --no-deps kronfluence==1.0.1': (
+        Elsewhere(".ci/run", "CI installs the extra this way after the README's test command"),
     ),
     "pytest tests": (Elsewhere(".ci/run", "CI's test command"),),
     "pytest tests/test_layout.py": (
@@ -449,27 +461,24 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
             expect="figure:",
         ),
     ),
+    (
+        "python benchmarks/bench_ladder.py --scale default --bt-cache /tmp/ladk2/cache "
+        "--out /tmp/ladk2/out --cost-seeds 0 --repeats 1"
+    ): (
+        # key 2 of the campaign: the entry above runs the same tool at default in the full tier
+        Run("python benchmarks/bench_ladder.py --help", cwd="root", expect="--repeats"),
+    ),
     "python benchmarks/bench_linearity.py --scale default": (
-        # five default seeds (about 3 min on 2 cores from a built cache): one smoke seed, one rung
-        Run(
-            "python benchmarks/bench_linearity.py --scale smoke --seeds 0 --subsets 1 "
-            "--ladder 1e-3 --workers 1 --bt-cache={cache}",
-            tier="train",
-            cwd="root",
-            expect="radius",
-        ),
+        # five default seeds (about 3 min on 2 cores from a built cache): the smoke run of the entry
+        # below runs the same tool with more options (the default `states` is checked in-process by
+        # test_bench_linearity), so one smoke run serves both (about 12 s)
+        LINEARITY_SMOKE,
         Run(tier="full", cwd="root"),
     ),
     "python benchmarks/bench_linearity.py --scale default --seeds 3 4 --ladder 1e-4 1e-5": (
         # two default seeds, two rungs (about 2 min on 2 cores from a built cache): both restarts
         # on one smoke seed
-        Run(
-            "python benchmarks/bench_linearity.py --scale smoke --seeds 0 --subsets 1 "
-            "--ladder 1e-4 1e-5 --workers 1 --states stored --bt-cache={cache}",
-            tier="train",
-            cwd="root",
-            expect="radius",
-        ),
+        LINEARITY_SMOKE,
         Run(tier="full", cwd="root"),
     ),
     "python benchmarks/bench_suite.py --bt-cache .bt_cache": (

@@ -9,6 +9,8 @@ that ImportError and the checklist reports it as the estimator's failure.
     tracin_dattri    pip install "behaviortrace[dattri]"   (dattri)
     trak_dattri      pip install "behaviortrace[dattri]"
     tracincp_captum  pip install "behaviortrace[captum]"   (captum)
+    ekfac_kronfluence  pip install "behaviortrace[kronfluence]" &&
+                       pip install --no-deps kronfluence==1.0.1   (see pyproject.toml)
 """
 
 from __future__ import annotations
@@ -20,8 +22,17 @@ INSTALL = {
     "trak": 'pip install "behaviortrace[trak]"',
     "dattri": 'pip install "behaviortrace[dattri]"',
     "captum": 'pip install "behaviortrace[captum]"',
+    # kronfluence without its torchvision requirement, which breaks transformers (pyproject.toml)
+    "kronfluence": (
+        'pip install "behaviortrace[kronfluence]" && pip install --no-deps kronfluence==1.0.1'
+    ),
 }
-ADAPTERS = {"trak": "traker_adapter", "dattri": "dattri_adapter", "captum": "captum_adapter"}
+ADAPTERS = {
+    "trak": "traker_adapter",
+    "dattri": "dattri_adapter",
+    "captum": "captum_adapter",
+    "kronfluence": "kronfluence_adapter",
+}
 MISSING: dict[str, str] = {}  # library → install command, for the libraries not installed here
 ESTIMATORS = {
     "trak_traker": "trak",
@@ -29,6 +40,7 @@ ESTIMATORS = {
     "trak_dattri": "dattri",
     # adapter estimator → the library it needs (tests check the names)
     "tracincp_captum": "captum",
+    "ekfac_kronfluence": "kronfluence",
 }
 
 
