@@ -73,3 +73,15 @@ def test_train_refuses_zero_steps_and_unknown_scales(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["train", "--scale", "huge", "--out", str(tmp_path / "b")])
     assert "real" in capsys.readouterr().err  # the choices name every scale
+
+
+def test_the_ladder_rungs_are_opt_in_and_still_resolve():
+    """A session given no --estimator judges every registered estimator but the opt-in ones (issue
+    62 req. 5: the rungs must not slow the default suite); named, they resolve as before."""
+    from bt_core.attribution.catalog import available, default_names, get, names
+
+    opt_in = {s.name for s in available() if s.opt_in}
+    assert {f"ladder_{r}" for r in ("r0", "r0c", "r1", "r2", "r3", "r4")} <= opt_in
+    assert set(default_names()) == set(names()) - opt_in
+    assert {"metagrad", "random", "oracle"} <= set(default_names())
+    assert get("ladder_r2").as_dict()["opt_in"] and not get("metagrad").as_dict()["opt_in"]

@@ -102,8 +102,9 @@ def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeyp
     monkeypatch.setenv("PYTHONPATH", _env()["PYTHONPATH"])
     # The smoke preset with the plan's fewest local, reweighted and linearity subsets (as
     # test_fresh_key builds it): 28 replays instead of 68, the same kinds of artifact built
-    # under the same locks, in about half the cold build. The rootdir's conftest is loaded by
-    # the controller and each worker before the suite reads its scale.
+    # under the same locks, in about half the cold build (the linearity replays are left out:
+    # they are built like the other replays). The rootdir's conftest is loaded by the controller
+    # and each worker before the suite reads its scale.
     pytester.makeconftest(SMALL_SMOKE)
     cache = tmp_path / "cold"
     args = (

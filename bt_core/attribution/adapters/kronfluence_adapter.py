@@ -10,12 +10,14 @@ measure, computed by kronfluence's own `Analyzer`:
   since f is one scalar).
 * **L_i = −c_i A_i ℓ_i** is rollout i's term in its logged step's GRPO loss (c_i = 1/(G·B) its
   loss weight, A_i its advantage, ℓ_i its mean reply log-prob), so ⟨∇f, ∇L_i⟩ is the ladder's R0
-  up to η. The sign is the suite's (−∂f/∂w_i: an influence function's ∂f/∂ε_i is −∇fᵀH⁻¹∇L_i).
+  up to η with ∇L_i taken at θ_T instead of the rollout's checkpoint (exactly R0 on a draw). The
+  sign is the suite's (−∂f/∂w_i: an influence function's ∂f/∂ε_i is −∇fᵀH⁻¹∇L_i).
 * **Where:** at θ_T, the stored checkpoint where the measure is taken. An influence function is a
   one-model method (the response of the optimum to upweighting a point); θ_T is the one model at
   which f is defined, and every rollout of the trained window shares it. Rollouts outside the
   window, and those with A = 0, get 0.
-* **G, the curvature:** kronfluence fits its factors on the window's rollouts. Its default is the
+* **G, the curvature:** kronfluence fits its factors on the rollouts it scores, the window's with
+  A ≠ 0 (those with A = 0 took no part in any update). Its default is the
   *true* Fisher: labels sampled from the model (`fisher="policy"`: at each reply position a token
   drawn from π_θ's next-token distribution given the logged prefix, the rollout's loss their mean
   negative log-prob, no advantage; this is the policy's own Fisher, the metric of the natural policy
@@ -53,11 +55,15 @@ import numpy as np
 import torch
 
 from bt_core.attribution.adapters._common import single_threaded
-from bt_core.attribution.registry import Estimator, register
+from bt_core.attribution.registry import Declined, Estimator, register
 
 STRATEGIES = ("identity", "diagonal", "kfac", "ekfac")
 FISHERS = ("policy", "empirical")
-COVERS = "nn.Linear modules only: lm_head (the tied embedding's output side), not its input side"
+COVERS = (
+    "every nn.Linear (attention, MLP, lm_head: the tied embedding's output side); not the tied "
+    "embedding's input side, nor the RMSNorm gains"
+)
+MAX_DIM = 8192  # the widest Linear side it fits a Kronecker factor for (a d×d float32 matrix)
 
 
 class _Rows(torch.utils.data.Dataset):
@@ -150,6 +156,7 @@ class EkfacKronfluence(Estimator):
         batch_size: int = 64,
         window_only: bool = True,
         seed: int = 0,
+        max_dim: int = MAX_DIM,
     ):
         if strategy not in STRATEGIES:
             raise ValueError(
@@ -171,8 +178,10 @@ class EkfacKronfluence(Estimator):
             batch_size=int(batch_size),
             window_only=window_only,
             seed=seed,
+            max_dim=int(max_dim),
         )
         self.strategy, self.fisher, self.damping = strategy, fisher, damping
+        self.max_dim = int(max_dim)
         self.batch_size, self.window_only, self.seed = int(batch_size), bool(window_only), seed
         # recorded in every row, beside the settings
         self.params["kronfluence"] = importlib.metadata.version("kronfluence")
@@ -212,9 +221,24 @@ class EkfacKronfluence(Estimator):
         from kronfluence.analyzer import Analyzer, prepare_model
         from kronfluence.arguments import FactorArguments, ScoreArguments
 
+        base = problem.model_at(step)
+        wide = {
+            n: max(mod.in_features, mod.out_features)
+            for n, mod in base.named_modules()
+            if type(mod) is torch.nn.Linear
+        }
+        too_wide = {n: d for n, d in wide.items() if d > self.max_dim}
+        if too_wide and self.strategy in ("kfac", "ekfac"):
+            name, d = max(too_wide.items(), key=lambda kv: kv[1])
+            raise Declined(
+                f"ekfac_kronfluence declines {problem.name}: {name} has a side of {d} "
+                f"(> max_dim={self.max_dim}); its Kronecker factor would be a {d}×{d} matrix "
+                f"({d * d * 4 / 2**30:.1f} GiB in float32) with its eigendecomposition. Use a "
+                "smaller scale, strategy='diagonal', or a larger max_dim where memory allows"
+            )
         task = _task(rollouts, coef, examples, problem.codec, self.seed)
         # prepare_model freezes and wraps the modules in place: a copy of its own
-        model = prepare_model(copy.deepcopy(problem.model_at(step)).float(), task)
+        model = prepare_model(copy.deepcopy(base).float(), task)
         analyzer = Analyzer(
             "behaviortrace",
             model,
