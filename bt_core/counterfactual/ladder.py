@@ -69,7 +69,7 @@ from bt_core.counterfactual.metagrad import (
     _stored,
     pull_back,
 )
-from bt_core.counterfactual.replay import loss_weights, step_bounds
+from bt_core.counterfactual.replay import step_bounds, step_coef
 from bt_core.training import grpo
 from bt_core.training.behavior import measure_loss
 from bt_core.training.model import cast_model, torch_threads
@@ -176,11 +176,6 @@ def rollout_dots(model, theta: list[torch.Tensor], direction: list[torch.Tensor]
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def _coef(part) -> np.ndarray:
-    """c_i A_i of every row of a logged step (float64)."""
-    return loss_weights(part.group) * np.asarray(part.advantage, np.float64)
-
-
 def _measure_grad(model, examples, pad_id: int) -> tuple[float, list[torch.Tensor]]:
     f = measure_loss(model, examples, pad_id)
     return float(f.detach()), [g.detach() for g in torch.autograd.grad(f, list(model.parameters()))]
@@ -216,7 +211,9 @@ def _checkpoint_rung(stream: LoggedStream, examples, measure_step: int, r: Rung,
             dots = rollout_dots(model, theta, direction, part, stream.codec)
             dfdw[idx] = (
                 lr
-                * _coef(t.select(np.arange(bounds[s - c], bounds[s - c + 1])))[idx - bounds[s - c]]
+                * step_coef(t.select(np.arange(bounds[s - c], bounds[s - c + 1])))[
+                    idx - bounds[s - c]
+                ]
                 * dots
             )
     return {"dfdw": dfdw, "nll": nll}
@@ -248,7 +245,7 @@ def _replay_segment(stream: LoggedStream, a: int, b: int, dtype, start) -> tuple
         opt.zero_grad(set_to_none=True)
         if rows.size:
             ell = rollout_logprob(model, grpo.batch_of(part.select(rows), stream.codec))
-            coef = torch.from_numpy(_coef(part)[rows]).to(ell.dtype)
+            coef = torch.from_numpy(step_coef(part)[rows]).to(ell.dtype)
             (-(coef * ell).sum()).backward()
         for p in params:
             if p.grad is None:
@@ -311,7 +308,8 @@ def _stepwise_rung(
                     model, layout.views(kp.state.theta), layout.views(g_bar), part, stream.codec
                 )
                 dfdw[rows] = (
-                    -_coef(t.select(np.arange(bounds[s - a], bounds[s - a + 1])))[kp.live] * dots
+                    -step_coef(t.select(np.arange(bounds[s - a], bounds[s - a + 1])))[kp.live]
+                    * dots
                 )
             steps[s - a] = None
     return {"dfdw": dfdw, "nll": nll, "drift": drift, "curved_intervals": min(k, len(cuts) - 1)}

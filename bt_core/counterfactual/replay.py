@@ -83,6 +83,12 @@ def loss_weights(group: np.ndarray) -> np.ndarray:
     return 1.0 / (counts[inv] * len(counts))
 
 
+def step_coef(part) -> np.ndarray:
+    """(n,) float64: c_i A_i, each row's coefficient of ℓ_i in its logged step's loss (`part`: the
+    rows of one step; c_i its `loss_weights`)."""
+    return loss_weights(part.group) * np.asarray(part.advantage, np.float64)
+
+
 def partial_update(
     model,
     opt: torch.optim.Optimizer,

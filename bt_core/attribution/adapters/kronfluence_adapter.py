@@ -139,7 +139,8 @@ def _task(rollouts, coef: np.ndarray, examples, codec, seed: int):
 @register(origin="adapter:kronfluence")
 class EkfacKronfluence(Estimator):
     """An influence function of each rollout on the behavior measure at its measurement step,
-    through kronfluence (EK-FAC, the policy's Fisher; lm_head's side of the tied embedding only)."""
+    through kronfluence (EK-FAC, the policy's Fisher; every Linear, so the tied embedding's output
+    side only)."""
 
     name = "ekfac_kronfluence"
     levels = ("rollout",)
@@ -189,8 +190,8 @@ class EkfacKronfluence(Estimator):
 
     @single_threaded
     def score(self, problem) -> np.ndarray:
-        from bt_core.attribution.estimators.metagrad import draw_step, in_window, require_measure
-        from bt_core.counterfactual.replay import loss_weights, step_bounds
+        from bt_core.attribution.estimators.metagrad import draw_step, require_measure
+        from bt_core.counterfactual.replay import step_bounds, step_coef
 
         require_measure(problem)
         m, t = problem.measure, problem.rollouts
@@ -204,8 +205,8 @@ class EkfacKronfluence(Estimator):
             bounds = step_bounds(steps, int(steps.min()) if len(steps) else 0, step)
             for a, b in zip(bounds[:-1], bounds[1:], strict=True):
                 if b > a:
-                    part = t.select(np.arange(a, b))
-                    coef[a:b] = loss_weights(part.group) * np.asarray(part.advantage, np.float64)
+                    coef[a:b] = step_coef(t.select(np.arange(a, b)))
+            # outside the window (and where A = 0) the coefficient is 0: scored 0, not fitted
             if m.window is not None and self.window_only:
                 coef[~np.asarray(m.window, bool)] = 0.0
         rows = np.flatnonzero(coef != 0)
@@ -215,7 +216,7 @@ class EkfacKronfluence(Estimator):
         with tempfile.TemporaryDirectory(prefix="bt_kronfluence_") as tmp:
             scores = self._influence(problem, step, t.select(rows), coef[rows], m.examples, tmp)
         out[rows] = scores
-        return out if problem.kind == "draw" else in_window(out, m, self.window_only)
+        return out
 
     def _influence(self, problem, step, rollouts, coef, examples, output_dir) -> np.ndarray:
         from kronfluence.analyzer import Analyzer, prepare_model
