@@ -140,7 +140,19 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         ),
     ),
     'pip install torch==2.13.0 -e ".[kronfluence]" && pip install --no-deps kronfluence==1.0.1': (
-        Elsewhere(".ci/run", "CI installs the extra this way after the README's test command"),
+        Elsewhere(
+            ".ci/run",
+            "CI installs the extra this way (with dattri-llm's) after the README's test command",
+            'pip install torch==2.13.0 -e ".[kronfluence,dattri-llm]" && pip install --no-deps '
+            "kronfluence==1.0.1",
+        ),
+    ),
+    'pip install torch==2.13.0 -e ".[dattri-llm]"': (
+        Elsewhere(
+            ".ci/run",
+            "CI installs the extra with kronfluence's after the README's test command",
+            '".[kronfluence,dattri-llm]"',
+        ),
     ),
     "pytest tests": (Elsewhere(".ci/run", "CI's test command"),),
     "pytest tests/test_layout.py": (

@@ -58,9 +58,10 @@ from bt_core.training.objective import rollout_logprob
 BATCH = 64  # siblings per double backward (their graph is held at once)
 
 
-def empty_step_adjoint(model, opt, examples, pad_id: int) -> tuple[float, torch.Tensor]:
-    """f(θ'_∅) and ḡ = −(η(1−β₁)/b₁) ∇f(θ'_∅)/d_∅ (flat, `model.parameters()` order) from the
-    state (θ, m, v, t) the next `opt.step()` starts from. `model`'s parameters are restored."""
+def empty_step_grad(model, opt, examples, pad_id: int) -> tuple[float, torch.Tensor, torch.Tensor]:
+    """f(θ'_∅), ∇f(θ'_∅) and d_∅ (flat, `model.parameters()` order) from the state (θ, m, v, t)
+    the next `opt.step()` starts from: the empty step's target. `model`'s parameters are
+    restored."""
     st, hp = _snapshot(model, opt), _hyper(opt)
     lr, b1, b2, eps, wd = hp["lr"], hp["b1"], hp["b2"], hp["eps"], hp["wd"]
     bc1, bc2 = 1.0 - b1**st.t, 1.0 - b2**st.t
@@ -76,7 +77,15 @@ def empty_step_adjoint(model, opt, examples, pad_id: int) -> tuple[float, torch.
     )
     with torch.no_grad():
         torch.nn.utils.vector_to_parameters(st.theta, params)
-    return float(f.detach()), -(lr * (1 - b1) / bc1) * grad_f / d0
+    return float(f.detach()), grad_f, d0
+
+
+def empty_step_adjoint(model, opt, examples, pad_id: int) -> tuple[float, torch.Tensor]:
+    """f(θ'_∅) and ḡ = −(η(1−β₁)/b₁) ∇f(θ'_∅)/d_∅ (flat, `model.parameters()` order) from the
+    state (θ, m, v, t) the next `opt.step()` starts from. `model`'s parameters are restored."""
+    hp, t = _hyper(opt), _snapshot(model, opt, theta=False).t
+    f, grad_f, d0 = empty_step_grad(model, opt, examples, pad_id)
+    return f, -(hp["lr"] * (1 - hp["b1"]) / (1.0 - hp["b1"] ** t)) * grad_f / d0
 
 
 def _batch_dfdw(model, rows, codec, coef: float, g_bar: torch.Tensor, layout: _Layout):

@@ -11,6 +11,8 @@ that ImportError and the checklist reports it as the estimator's failure.
     tracincp_captum  pip install "behaviortrace[captum]"   (captum)
     ekfac_kronfluence  pip install "behaviortrace[kronfluence]" &&
                        pip install --no-deps kronfluence==1.0.1   (see pyproject.toml)
+    adamw_influence_dattri  pip install "behaviortrace[dattri-llm]"  (dattri-llm)
+    dvemb_dattri            pip install "behaviortrace[dattri-llm]"
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ INSTALL = {
     "kronfluence": (
         'pip install "behaviortrace[kronfluence]" && pip install --no-deps kronfluence==1.0.1'
     ),
+    "dattri_llm": 'pip install "behaviortrace[dattri-llm]"',
 }
 ADAPTERS = {
     "trak": "traker_adapter",
     "dattri": "dattri_adapter",
     "captum": "captum_adapter",
     "kronfluence": "kronfluence_adapter",
+    "dattri_llm": "dattri_llm_adapter",
 }
 MISSING: dict[str, str] = {}  # library → install command, for the libraries not installed here
 ESTIMATORS = {
@@ -41,6 +45,8 @@ ESTIMATORS = {
     # adapter estimator → the library it needs (tests check the names)
     "tracincp_captum": "captum",
     "ekfac_kronfluence": "kronfluence",
+    "adamw_influence_dattri": "dattri_llm",
+    "dvemb_dattri": "dattri_llm",
 }
 
 
