@@ -4,10 +4,14 @@ in the same run.
 
     python benchmarks/bench_ladder.py --scale smoke --out ladder-smoke
     python benchmarks/bench_ladder.py --scale default --bt-cache /tmp/bt --out ladder-default
+    python benchmarks/bench_ladder.py --scale default --bt-cache /tmp/bt --rungs --cheap \
+        --methods ekfac_kronfluence adamw_influence_dattri dvemb_dattri \
+        --with ladder-default/ladder.jsonl --out methods-default
 
 1. **Judged.** One checklist session (`pytest benchmarks`, a subprocess, sandboxed scoring as a
    user gets it) judges `metagrad`, the rungs (`ladder_r0` … `ladder_r4`, R4 with `--k`) and the
-   cheap built-ins (`--cheap`) on the build in `--bt-cache` (built there first if missing, with the
+   cheap built-ins (`--cheap`) and the field's methods (`--methods`: the library adapters that
+   score the stream) on the build in `--bt-cache` (built there first if missing, with the
    user's key), writing `OUT/scorecard.json`.
 2. **Costed.** Per seed, each estimator scores the seed's stream in its own fresh process with one
    torch thread, in-process scoring (so that its CPU seconds are its own; its peak memory, VmHWM, is
@@ -19,7 +23,10 @@ in the same run.
    ideal (LDS / `metagrad`'s LDS), CPU seconds and peak MB, the replay's CPU seconds; the items it
    passed; its cost as a share of `metagrad`'s. And the figure `OUT/ladder.png`: CPU seconds on a
    log axis, share of the ideal on y, one marker per estimator and seed, the replay's cost as a
-   line.
+   line. `--with` adds the rows of an earlier run on the same build (its `ladder.jsonl`) to the
+   figure, each placed at its cost as a share of `metagrad`'s in its own run times `metagrad`'s CPU
+   seconds in this one: CPU seconds differ from run to run (a busier machine), the in-run share
+   does not.
 
 Not a pytest file: nothing here asserts a timing.
 """
@@ -207,6 +214,34 @@ def figure(rows: list[dict], replay: dict, path: Path, title: str) -> Path:
     )
 
 
+def _prior(p, path: Path | None, seeds, names) -> list[dict]:
+    """The rows of an earlier run's `ladder.jsonl` (`--with`) not judged in this one, after checking
+    that it judged the same seeds (a clear error otherwise)."""
+    if path is None:
+        return []
+    if not path.is_file():
+        p.error(f"--with {path}: no such file (an earlier run's ladder.jsonl)")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    bad = [r["estimator"] for r in rows if sorted(r.get("seeds", [])) != sorted(seeds)]
+    if bad:
+        p.error(f"--with {path}: {', '.join(bad)} judged other seeds than {sorted(seeds)}")
+    return [r for r in rows if r["estimator"] not in names]
+
+
+def _rescaled(prior: list[dict], ideal_cpu: dict) -> list[dict]:
+    """`prior`'s rows with each seed's CPU seconds its in-run share of `metagrad`'s times this run's
+    `metagrad` CPU seconds (`--with`); a seed this run did not cost has none (drawn hollow)."""
+    out = []
+    for r in prior:
+        per = {}
+        for s, v in r["per_seed"].items():
+            share = v.get("cost_share_of_ideal")
+            cpu = ideal_cpu.get(int(s))
+            per[s] = {**v, "cpu_s": None if share is None or cpu is None else share * cpu}
+        out.append({**r, "per_seed": per})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scale", default="smoke", choices=["smoke", "default"])
@@ -222,6 +257,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--cheap", nargs="*", default=list(CHEAP), help=f"cheap built-ins (default: {CHEAP})"
+    )
+    p.add_argument(
+        "--methods",
+        nargs="*",
+        default=[],
+        help="the field's methods (library adapters that score the stream), e.g. "
+        "ekfac_kronfluence adamw_influence_dattri dvemb_dattri (default: none)",
+    )
+    p.add_argument(
+        "--with",
+        dest="prior",
+        type=Path,
+        default=None,
+        help="an earlier run's ladder.jsonl on the same build: its other rows join the figure",
     )
     p.add_argument("--out", type=Path, default=Path("ladder"), help="folder for what it writes")
     p.add_argument(
@@ -251,7 +300,15 @@ def main(argv: list[str] | None = None) -> int:
     if not set(costed) <= set(seeds):
         p.error(f"--cost-seeds {costed}: cost only seeds this run judges ({sorted(seeds)})")
     args.out.mkdir(parents=True, exist_ok=True)
-    names = [IDEAL, *args.rungs, *args.cheap]
+    names = [IDEAL, *args.rungs, *args.cheap, *args.methods]
+    if args.methods:
+        from bt_core.attribution.adapters import ESTIMATORS, INSTALL, installed
+
+        for n in args.methods:
+            lib = ESTIMATORS.get(n)
+            if lib is not None and not installed(lib):
+                p.error(f"--methods {n}: its library is not installed ({INSTALL[lib]})")
+    prior = _prior(p, args.prior, seeds, names)
     if args.judged is not None:
         card = json.loads(args.judged.read_text())
         recs = {(r["estimator"], r["item"]): r for r in card["records"]}
@@ -304,7 +361,10 @@ def main(argv: list[str] | None = None) -> int:
     rep = " ".join(f"{replay[s]['cpu_s']:.2f}" for s in costed)
     print(f"float64 replay of the window, CPU s per seed: {rep}")
     fig = figure(
-        rows, replay, args.out / "ladder.png", f"The ladder at {args.scale}, seeds {seeds}"
+        rows + _rescaled(prior, ideal_cpu),
+        replay,
+        args.out / "ladder.png",
+        f"The ladder at {args.scale}, seeds {seeds}",
     )
     print(f"lines: {lines}\nfigure: {fig}")
     return 0
