@@ -114,32 +114,34 @@ def test_adamw_influence_without_its_curvature_is_r2(stream, monkeypatch, record
 def test_dvemb_without_its_curvature_is_each_steps_dot_product(
     stream, monkeypatch, record_property
 ):
-    """η⟨∇L_i(θ_s), ∇f(θ_T)⟩ for 5 rollouts of distinct steps, at their replayed θ_s."""
+    """η⟨∇L_i(θ_s), ∇f(θ_T)⟩ for 5 rollouts with A ≠ 0 of distinct steps, at their replayed θ_s;
+    the per-sample gradients of each such step sum to the replay's own batch gradient."""
     lin = _linearized("dvemb_dattri", stream, monkeypatch)
     spec = get("dvemb_dattri")
-    est = spec.create()
-    source, _, query, _, _ = est._stream_source(stream.handout(spec.needs))
+    source, _, query, _, _, _ = spec.create()._stream_source(stream.handout(spec.needs))
     step, adv = np.asarray(stream.rollouts.step), np.asarray(stream.rollouts.advantage)
     live = np.flatnonzero(np.asarray(stream.measure.window, bool) & (adv != 0))
     rng = np.random.default_rng(0)
     for s in rng.choice(np.unique(step[live]), 5, replace=False):
         r = source._record(int(s))
-        i = int(rng.choice(np.flatnonzero(step[r["rows"]] == s)))
-        row = r["rows"][i]
+        theta = [
+            t.view_as(p)
+            for t, p in zip(
+                torch.split(r["theta"], source.sizes), source.model.parameters(), strict=True
+            )
+        ]
         g = dattri_llm_adapter.per_sample_grads(
-            source.model,
-            [
-                t.view_as(p)
-                for t, p in zip(
-                    torch.split(r["theta"], source.sizes), source.model.parameters(), strict=True
-                )
-            ],
-            stream.rollouts.select(np.array([row])),
-            r["weight"][i : i + 1],
-            stream.codec,
+            source.model, theta, r["part"], r["weight"], stream.codec
         )
-        exact = r["hp"]["lr"] * float((g[0].double() * query.double()).sum())
-        assert lin[row] == pytest.approx(exact, rel=1e-4, abs=1e-6 * np.abs(lin).max())
+        # the library's rows are the replay's batch gradient, split by rollout
+        np.testing.assert_allclose(
+            g.double().sum(0).numpy(), r["g"].numpy(), rtol=0, atol=1e-5 * float(r["g"].abs().max())
+        )
+        row = int(rng.choice(live[step[live] == s]))
+        i = int(np.flatnonzero(r["rows"] == row)[0])
+        exact = r["hp"]["lr"] * float((g[i].double() * query.double()).sum())
+        assert exact != 0
+        assert lin[row] == pytest.approx(exact, rel=1e-4)
     window = np.asarray(stream.measure.window, bool)
     full = _score("dvemb_dattri", stream)
     for other in ("ladder_r0", "metagrad"):
@@ -148,14 +150,63 @@ def test_dvemb_without_its_curvature_is_each_steps_dot_product(
         print(f"\nSpearman(dvemb_dattri, {other}) on the window: {rho:.4f}")
 
 
+def test_the_curvature_acts_and_its_scale_is_the_mean_losss(stream, monkeypatch):
+    """The Gauss-Newton term changes AdamW-influence's scores (the linearized ones differ), and
+    its "mean" scale (the step's row count n) is "sum"'s with every gradient scaled by √n: then
+    the push scales by √n and the curvature is the same."""
+    lin = _linearized("adamw_influence_dattri", stream, monkeypatch)
+    full = _score("adamw_influence_dattri", stream)
+    assert np.abs(full - lin).max() > 1e-2 * np.abs(lin).max()
+    counts = np.unique(np.bincount(np.asarray(stream.rollouts.step)))
+    assert counts.size == 1, counts  # one row count per step: √n is one number
+    root = float(np.sqrt(counts[0]))
+    real = dattri_llm_adapter.per_sample_grads
+    monkeypatch.setattr(dattri_llm_adapter, "per_sample_grads", lambda *a: real(*a) * root)
+    spec = get("adamw_influence_dattri")
+    summed = spec.create(loss_reduction="sum").score(stream.handout(spec.needs)) / root
+    monkeypatch.undo()
+    _close(summed, full, 1e-4)
+
+
+def test_every_setting_runs_and_moves_the_scores_as_it_should(stream):
+    window = np.asarray(stream.measure.window, bool)
+
+    def rho(a, b):
+        return float(spearmanr(a[window], b[window])[0])
+
+    dv = _score("dvemb_dattri", stream)
+    est = get("dvemb_dattri").create()
+    source = est._stream_source(stream.handout(get("dvemb_dattri").needs))[0]
+    lr = source.lr(0)
+    # the logged learning rate, given as a number: the same sweep
+    np.testing.assert_array_equal(_score("dvemb_dattri", stream, learning_rate=lr), dv)
+    assert rho(_score("dvemb_dattri", stream, hessian_mode="diagonal"), dv) > 0.9
+    aw = _score("adamw_influence_dattri", stream)
+    # the stored checkpoints instead of the float64 replay, float32 instead of float64: drift
+    assert rho(_score("adamw_influence_dattri", stream, states="stored"), aw) > 0.99
+    assert rho(_score("adamw_influence_dattri", stream, dtype="float32"), aw) > 0.99
+
+
+def test_each_segment_is_replayed_once(stream):
+    spec = get("adamw_influence_dattri")
+    est = spec.create()
+    est.score(stream.handout(spec.needs))
+    T = int(stream.measure.step)
+    segments = len({int(c) for c in stream.checkpoint_steps if c < T})
+    assert est.figures[stream.name]["segments_replayed"] == segments
+
+
 @pytest.mark.parametrize("name", ["adamw_influence_dattri", "dvemb_dattri"])
 def test_the_stream_scores_the_window_and_records_the_version(stream, name):
     spec = get(name)
     est = spec.create()
-    s = _score(name, stream)
+    s = _score(name, stream, window_only=False)
     window = np.asarray(stream.measure.window, bool)
+    before = np.asarray(stream.rollouts.step) < int(stream.measure.step)
     assert s.shape == (stream.n_units,) and np.isfinite(s).all()
-    assert np.all(s[~window] == 0) and np.count_nonzero(s[window]) > 0
+    # every rollout before T is scored (those outside the window too), none at or after it
+    assert np.all(s[~before] == 0) and np.count_nonzero(s[before & ~window]) > 0
+    np.testing.assert_array_equal(_score(name, stream)[window], s[window])
     assert est.params["dattri_llm"] == importlib.metadata.version("dattri-llm")
     assert spec.opt_in
 
@@ -163,8 +214,14 @@ def test_the_stream_scores_the_window_and_records_the_version(stream, name):
 def test_a_sweep_over_its_memory_is_declined(draw):
     from bt_core.attribution.registry import Declined
 
-    with pytest.raises(Declined, match=r"about [\d.]+ GiB \(p = [\d,]+ parameters.*max_gb=1e-06"):
-        _score("adamw_influence_dattri", draw, max_gb=1e-6)
+    spec = get("adamw_influence_dattri")
+    est = spec.create()
+    est.score(draw.handout(spec.needs))
+    gb = est.figures[draw.name]["memory_gb"]
+    assert 0 < gb < 4
+    with pytest.raises(Declined, match=r"about [\d.]+ GiB \(p = [\d,]+ parameters.*max_gb="):
+        spec.create(max_gb=gb * 0.9).score(draw.handout(spec.needs))
+    spec.create(max_gb=gb * 1.1).score(draw.handout(spec.needs))
 
 
 def test_bad_settings_say_what_to_do():

@@ -104,6 +104,7 @@ def plot(
     ax.axhline(1.0, color="0.7", lw=0.6)
     ax.axhline(0.0, color="0.7", lw=0.6)
     ax.set_xscale("log")
+    ax.margins(x=0.15)  # room for the grey names beside the rightmost points
     ax.set_xlabel(xlabel)
     ax.set_ylabel("causal LDS as a share of the ideal's")
     ax.set_ylim(min(-0.05, ax.get_ylim()[0]), 1.08)

@@ -8,8 +8,9 @@ L_s = Σ_i w_i L_i with L_i = −c_i A_i ℓ_i (c_i = 1/(G·B) its loss weight, 
 its mean reply log-prob). Each rollout's "recorded per-sample gradient" is g_i = ∇L_i(θ_s), its
 share of the step's batch gradient as trained (a *mean* loss over the step's G·B rollouts, so the
 library's `loss_reduction="mean"` is the default: its Gauss-Newton scale is the step's row count,
-1/c_i). The score has the suite's sign, −∂f/∂w_i (dattri-llm's AdamW-influence score is the
-opposite, −∇fᵀ(the state's response to *removing* i): negated here).
+which is 1/c_i where the step's groups are of one size, as GRPO's are). The score has the suite's
+sign, −∂f/∂w_i (dattri-llm's AdamW-influence score is the opposite, −∇fᵀ(the state's response to
+*removing* i): negated here).
 
 **The trajectory, replayed, not trained again.** dattri-llm's live `attribute()` re-trains from the
 first checkpoint with its own trainer, and its cache holds every step's per-sample gradients on disk
@@ -20,17 +21,19 @@ hands the library's sweep a train source that yields each step's per-sample grad
 replayed θ_s (rows with A = 0 as zero rows: they count in the batch) and, for AdamW-influence, each
 step's optimizer dynamics — the AdamW moments before and after the step, its step count, lr, betas,
 eps and weight decay — exactly what dattri-llm's `OptimizerStateCallback` records during training.
-Only the segment being swept is held. The per-sample gradients are ours (`torch.func.vmap` of
-`torch.func.grad` through `torch.func.functional_call`): every parameter, the tied embedding once
-(both of its sides in one gradient, one AdamW state), the RMSNorm gains per sample. dattri-llm's
-own hooks would split the tied weight into two layers sharing one AdamW state and take batch-level
-gradients for the norms.
+The per-sample gradients are ours (one forward of a chunk of rows through
+`torch.func.functional_call` and a backward vectorized over its rows, `is_grads_batched`): every
+parameter, the tied embedding once (both of its sides in one gradient, one AdamW state), the
+RMSNorm gains per sample. dattri-llm's own hooks would split the tied weight into two layers
+sharing one AdamW state and take batch-level gradients for the norms.
 
 **Test-side propagation** (the library's `propagation="test"`): both carry the query gradient
 ∇f(θ_T) back through the steps (`AdamWInfluenceAttributor.sweep_queries`,
 `DVEmbAttributor._propagate_test_and_score`); the train-side summary would be a 3p × p matrix.
-Memory is the segment's states, one step's per-sample gradients and 3p floats; an estimate above
-`max_gb` (4 by default) declines with the figure.
+Memory: the replay's (model, AdamW) at every checkpoint not yet swept (`metagrad`'s replayed
+states), one segment's per-step states, one step's per-sample gradients with a chunk's batched
+backward, and the sweep's 3p floats with its temporaries; an estimate above `max_gb` (4 by
+default) declines with the figure (and records it as `memory_gb`).
 
 ``adamw_influence_dattri`` (Deng et al. 2026) carries removing rollout i through AdamW: the push on
 (θ, m, v) at its step (m: −(1−β₁)g_i; v: −2(1−β₂)g_s⊙g_i; θ through the preconditioner and its
@@ -50,7 +53,8 @@ emitted before any transition, so AdamW-influence is exactly `metagrad`'s draw s
 Π_{k>s}(I − η_k H_k) g_i, with H_k the same empirical-Fisher Gauss-Newton matrix. **It is derived
 for SGD**: the logged run is AdamW, so DVEmb's product ignores the preconditioner, the moments and
 weight decay — with AdamW's learning rate (`learning_rate="logged"`, the run's η at every step)
-and raw gradients, η_k H_k is tiny and DVEmb is close to the ladder's R0 (a test). Settings:
+and raw gradients, η_k H_k is small and DVEmb is close to the ladder's R0 (on a draw a test checks
+it; on the stream the Spearman is reported). Settings:
 `loss_reduction`, `hessian_mode` ("full": layers coupled; "diagonal": block-diagonal per
 parameter, the official implementation's approximation) and `learning_rate` ("logged" or a
 number). On a draw: η⟨∇f(θ'_∅), g_i⟩ with g_i at the analysis checkpoint.
@@ -61,6 +65,7 @@ trajectory and the gradients in `dtype` (float64 by default) before the cast.
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import math
 from collections.abc import Iterator, Mapping
@@ -141,10 +146,13 @@ class _Source:
         self._load = load  # step → {step: record} of the segment holding it
         self._records: dict[int, dict] = {}
         self._blocks: tuple[int, object, list[str]] | None = None
+        self.loads = 0  # segments replayed: one per segment in a sweep (a test counts them)
 
     def _record(self, s: int) -> dict:
         if s not in self._records:
+            self._records = {}  # the segment swept before is freed before the next is replayed
             self._records = self._load(s)
+            self.loads += 1
         return self._records[s]
 
     def _split(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -179,13 +187,15 @@ class _Source:
                     )
                 ]
                 flat = per_sample_grads(self.model, theta, r["part"], r["weight"], self.codec)
-                data = self._split_rows(flat)
+                ids = [str(int(i)) for i in r["rows"]]
+                if not ids:  # a step without rollouts still updates AdamW: one zero row, id −1
+                    flat, ids = torch.zeros(1, sum(self.sizes)), ["-1"]
                 block = Gradient(
                     representation=dict.fromkeys(self.names, "materialized"),
-                    data=data,
+                    data=self._split_rows(flat),
                     layer_types=dict.fromkeys(self.names, "nn.Linear"),
                 )
-                self._blocks = (s, block, [str(int(i)) for i in r["rows"]])
+                self._blocks = (s, block, ids)
             yield self._blocks
 
     def lr(self, s: int) -> float:
@@ -280,23 +290,31 @@ class _DattriLLM(Estimator):
 
     # -- the trajectory ---------------------------------------------------------------------
     def _check_memory(
-        self, problem, p: int, rows_per_step: int, seg_steps: int, cuts: int, dtype
-    ) -> None:
+        self, problem, model, rows_per_step: int, seg_steps: int, cuts: int, dtype
+    ) -> float:
+        """The sweep's memory estimate in GiB (module docstring); above `max_gb`, Declined."""
         item = torch.empty(0, dtype=dtype).element_size()
+        p = sum(t.numel() for t in model.parameters())
+        t = problem.rollouts
+        length = t.prompts.shape[1] + t.replies.shape[1]
+        vocab = model.get_input_embeddings().weight.shape[0]
         need = (
-            rows_per_step * p * 4 * 2  # one step's per-sample block (float32) and its split copy
-            + CHUNK * p * item * 2  # a vmap chunk's gradients
-            + seg_steps * 4 * p * item  # the segment's kept states (θ, m, v) and gradients
-            + 3 * p * 4 * 3  # U = (θ, m, v) on the query side, its transition, the query
+            rows_per_step * p * 4  # one step's per-sample block (float32)
+            + 3 * CHUNK * CHUNK * length * vocab * item  # the logits' batched backward
+            + CHUNK * p * item * 2  # a chunk's gradients, before and after the cast
+            + seg_steps * 5 * p * item  # the segment's states (θ, m, v), gradients, records
+            + 10 * p * 4  # the sweep: U (θ, m, v), its transition, the step's terms
             + cuts * 3 * p * item  # the replay's (model, AdamW) kept at every checkpoint
         )
-        if need > self.max_gb * 2**30:
+        gb = need / 2**30
+        if gb > self.max_gb:
             raise Declined(
-                f"{self.name} declines {problem.name}: its sweep would hold about "
-                f"{need / 2**30:.1f} GiB (p = {p:,} parameters, {rows_per_step} per-sample "
-                f"gradients per step, {seg_steps} replayed steps per segment) > max_gb="
-                f"{self.max_gb:g}. Use a smaller scale, or a larger max_gb where memory allows"
+                f"{self.name} declines {problem.name}: its sweep would hold about {gb:.2f} GiB "
+                f"(p = {p:,} parameters, {rows_per_step} per-sample gradients per step, "
+                f"{seg_steps} replayed steps per segment) > max_gb={self.max_gb:g}. Use a "
+                "smaller scale, or a larger max_gb where memory allows"
             )
+        return gb
 
     def _stream_source(self, problem):
         """(source, prop_steps, query ∇f(θ_T) flat float32, f(θ_T), the measure)."""
@@ -309,8 +327,11 @@ class _DattriLLM(Estimator):
         stream, m, dtype, states = logged_stream(problem, self.dtype, self.states)
         T = int(m.step)
         cuts = sorted({int(c) for c in stream.checkpoint_steps if c < T} | {T})
-        if cuts[0] != 0:
-            raise ValueError(f"{self.name} replays from step 0, which is not a stored checkpoint")
+        if T == 0:
+            raise Declined(
+                f"{self.name} declines {problem.name}: its measure is taken at step 0, before "
+                "any update"
+            )
         steps = np.asarray(stream.rollouts.step)
         kept = _replayed(stream, cuts, dtype)[0] if states == "replayed" else {}
         model = kept.pop(T)[0] if T in kept else cast_model(stream.model_at(T), dtype)
@@ -318,12 +339,13 @@ class _DattriLLM(Estimator):
         names = [n for n, _ in model.named_parameters()]
         sizes = [p.numel() for p in model.parameters()]
         per_step = int(np.bincount(steps[steps < T]).max()) if (steps < T).any() else 0
-        self._check_memory(problem, sum(sizes), per_step, int(max(np.diff(cuts))), len(cuts), dtype)
+        gb = self._check_memory(problem, model, per_step, int(max(np.diff(cuts))), len(cuts), dtype)
 
         def load(s: int) -> dict:
             j = int(np.searchsorted(cuts, s, side="right")) - 1
             a, b = cuts[j], cuts[j + 1]
-            start = kept.pop(a, None) or _stored(stream, a, dtype)
+            # a copy: a segment replayed again (a reader out of order) starts from the same state
+            start = copy.deepcopy(kept[a]) if a in kept else _stored(stream, a, dtype)
             seg, hp = _replay_segment(stream, a, b, dtype, start)
             after = _snapshot(*start, theta=False)
             bounds = step_bounds(steps, a, b)
@@ -337,6 +359,7 @@ class _DattriLLM(Estimator):
                     "pre": (kp.state.m, kp.state.v),
                     "post": (post.m, post.v),
                     "t": kp.state.t,
+                    "g": kp.g,  # the step's batch gradient (unclipped), as the replay took it
                     "hp": hp,
                     "rows": rows,
                     "part": part,
@@ -345,7 +368,8 @@ class _DattriLLM(Estimator):
             return out
 
         source = _Source(model, names, sizes, stream.codec, load)
-        return source, list(range(T)), torch.cat([g.reshape(-1) for g in grad]).float(), nll, m
+        query = torch.cat([g.reshape(-1) for g in grad]).float()
+        return source, list(range(T)), query, nll, m, gb
 
     def _draw_source(self, problem):
         """The draw's one update (module docstring): (source, [S], ∇f(θ'_∅), f(θ'_∅), measure)."""
@@ -362,7 +386,7 @@ class _DattriLLM(Estimator):
         names = [n for n, _ in model.named_parameters()]
         sizes = [p.numel() for p in model.parameters()]
         n = len(problem.rollouts)
-        self._check_memory(problem, sum(sizes), n, 1, 0, grad_f.dtype)
+        gb = self._check_memory(problem, model, n, 1, 0, grad_f.dtype)
         record = {
             "theta": st.theta,
             "pre": (st.m, st.v),
@@ -375,7 +399,7 @@ class _DattriLLM(Estimator):
             "weight": np.full(n, -float(problem.extra["loss_weight"])),
         }
         source = _Source(model, names, sizes, problem.codec, lambda _s: {s: record})
-        return source, [s], grad_f.float(), nll, m
+        return source, [s], grad_f.float(), nll, m, gb
 
     @single_threaded
     def score(self, problem) -> np.ndarray:
@@ -386,13 +410,19 @@ class _DattriLLM(Estimator):
         require_measure(problem)
         t0 = time.perf_counter()
         if problem.kind == "draw":
-            source, steps, query, nll, m = self._draw_source(problem)
+            source, steps, query, nll, m, gb = self._draw_source(problem)
         else:
-            source, steps, query, nll, m = self._stream_source(problem)
+            source, steps, query, nll, m, gb = self._stream_source(problem)
         scores, ids = self._sweep(source, steps, query)
+        rows = np.asarray([int(i) for i in ids], int)
         out = np.zeros(len(problem.rollouts))
-        out[np.asarray([int(i) for i in ids], int)] = scores
-        self.figures[problem.name] = {"nll": nll, "seconds": time.perf_counter() - t0}
+        out[rows[rows >= 0]] = np.asarray(scores)[rows >= 0]  # −1: a step's placeholder row
+        self.figures[problem.name] = {
+            "nll": nll,
+            "seconds": time.perf_counter() - t0,
+            "memory_gb": round(gb, 4),
+            "segments_replayed": source.loads,
+        }
         if problem.kind == "draw":
             return out
         return in_window(out, m, self.window_only)
