@@ -204,9 +204,10 @@ def test_the_stream_scores_the_window_and_records_the_version(stream, name):
     window = np.asarray(stream.measure.window, bool)
     before = np.asarray(stream.rollouts.step) < int(stream.measure.step)
     assert s.shape == (stream.n_units,) and np.isfinite(s).all()
-    # every rollout before T is scored (those outside the window too), none at or after it
-    assert np.all(s[~before] == 0) and np.count_nonzero(s[before & ~window]) > 0
-    np.testing.assert_array_equal(_score(name, stream)[window], s[window])
+    live = before & (np.asarray(stream.rollouts.advantage) != 0)
+    # every rollout before T with A ≠ 0 is scored (the window is a setting), none at or after T
+    assert np.all(s[~before] == 0) and np.all(s[live] != 0)
+    np.testing.assert_array_equal(_score(name, stream), np.where(window, s, 0.0))
     assert est.params["dattri_llm"] == importlib.metadata.version("dattri-llm")
     assert spec.opt_in
 
