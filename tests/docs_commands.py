@@ -480,6 +480,16 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         # key 2 of the campaign: the entry above runs the same tool at default in the full tier
         Run("python benchmarks/bench_ladder.py --help", cwd="root", expect="--repeats"),
     ),
+    (
+        "python benchmarks/bench_ladder.py --scale default --bt-cache /tmp/ladk1/cache --rungs "
+        "--cheap --methods ekfac_kronfluence adamw_influence_dattri dvemb_dattri --with "
+        "/tmp/ladk1/out/ladder.jsonl --cost-seeds 0 --repeats 1 --out /tmp/fm/key1"
+    ): (
+        # issue 63's campaign on key 1's build (the extras installed): its options here; the tool
+        # runs at default in the full tier (the entry above)
+        Run("python benchmarks/bench_ladder.py --help", cwd="root", expect="--methods"),
+        Run("python benchmarks/bench_ladder.py --help", cwd="root", expect="--with"),
+    ),
     "python benchmarks/bench_linearity.py --scale default": (
         # five default seeds (about 3 min on 2 cores from a built cache): the smoke run of the entry
         # below runs the same tool with more options (the default `states` is checked in-process by
