@@ -74,6 +74,7 @@ import numpy as np
 import torch
 
 from bt_core.attribution.adapters._common import single_threaded
+from bt_core.attribution.estimators.metagrad import MetaGrad
 from bt_core.attribution.registry import Declined, Estimator, register
 
 LOSS_REDUCTIONS = ("mean", "sum")
@@ -245,15 +246,7 @@ class _DattriLLM(Estimator):
     levels = ("rollout",)
     # `metagrad`'s: the logged stream, the stored checkpoints with their AdamW state, the clip norm
     # and the measure
-    needs = (
-        "rollouts",
-        "codec",
-        "model_at",
-        "optimizer_at",
-        "checkpoint_steps",
-        "grad_clip",
-        "measure",
-    )
+    needs = MetaGrad.needs
     # it replays the run and sweeps every step, costing about what the ideal costs: judged where
     # named
     opt_in = True
