@@ -124,12 +124,7 @@ def test_dvemb_without_its_curvature_is_each_steps_dot_product(
     rng = np.random.default_rng(0)
     for s in rng.choice(np.unique(step[live]), 5, replace=False):
         r = source._record(int(s))
-        theta = [
-            t.view_as(p)
-            for t, p in zip(
-                torch.split(r["theta"], source.sizes), source.model.parameters(), strict=True
-            )
-        ]
+        theta = source.layout.views(r["theta"])
         g = dattri_llm_adapter.per_sample_grads(
             source.model, theta, r["part"], r["weight"], stream.codec
         )

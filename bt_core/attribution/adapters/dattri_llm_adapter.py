@@ -141,12 +141,18 @@ class _Source:
     """dattri-llm's train source (`for_steps`) and optimizer dynamics (a mapping), built lazily
     from a replay of the logged updates, one checkpoint segment at a time (module docstring).
 
-    `steps` maps a step to its record: θ_s (flat), the (m, v) before and after, the AdamW step
-    count after it, the rows' global indices and their weights −c_i A_i (so that
+    `load(s)` returns the records of the segment holding step s, by step: θ_s (flat), the (m, v)
+    before and after, the AdamW step count after it, its hyperparameters, the step's batch
+    gradient, the rows' global indices and their weights −c_i A_i (so that
     ∇(weight · ℓ) = ∇L_i)."""
 
-    def __init__(self, model, names, sizes, codec, load):
-        self.model, self.names, self.sizes, self.codec = model, names, sizes, codec
+    def __init__(self, model, codec, load):
+        from bt_core.counterfactual.metagrad import _Layout
+
+        self.model, self.codec = model, codec
+        self.names = [n for n, _ in model.named_parameters()]
+        self.layout = _Layout(list(model.parameters()))  # flat ↔ per-parameter, as metagrad's
+        self.sizes = self.layout.sizes
         self._load = load  # step → {step: record} of the segment holding it
         self._records: dict[int, dict] = {}
         self._blocks: tuple[int, object, list[str]] | None = None
@@ -159,8 +165,9 @@ class _Source:
             self.loads += 1
         return self._records[s]
 
-    def _split(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        return dict(zip(self.names, torch.split(flat.reshape(-1), self.sizes), strict=True))
+    def _split(self, flat: torch.Tensor, dim: int = 0) -> dict[str, torch.Tensor]:
+        """`flat` split by parameter along `dim`, keyed by name (the library's layers)."""
+        return dict(zip(self.names, torch.split(flat, self.sizes, dim=dim), strict=True))
 
     def dynamics(self, s: int) -> dict:
         r = self._record(s)
@@ -184,19 +191,14 @@ class _Source:
             s = int(s)
             if self._blocks is None or self._blocks[0] != s:
                 r = self._record(s)
-                theta = [
-                    t.view_as(p)
-                    for t, p in zip(
-                        torch.split(r["theta"], self.sizes), self.model.parameters(), strict=True
-                    )
-                ]
+                theta = self.layout.views(r["theta"])
                 flat = per_sample_grads(self.model, theta, r["part"], r["weight"], self.codec)
                 ids = [str(int(i)) for i in r["rows"]]
                 if not ids:  # a step without rollouts still updates AdamW: one zero row, id −1
                     flat, ids = torch.zeros(1, sum(self.sizes)), ["-1"]
                 block = Gradient(
                     representation=dict.fromkeys(self.names, "materialized"),
-                    data=self._split_rows(flat),
+                    data=self._split(flat, dim=1),
                     layer_types=dict.fromkeys(self.names, "nn.Linear"),
                 )
                 self._blocks = (s, block, ids)
@@ -205,9 +207,6 @@ class _Source:
     def lr(self, s: int) -> float:
         """The logged AdamW learning rate at step s."""
         return float(self._record(s)["hp"]["lr"])
-
-    def _split_rows(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        return dict(zip(self.names, torch.split(flat, self.sizes, dim=1), strict=True))
 
 
 class _Dynamics(Mapping):
@@ -313,7 +312,8 @@ class _DattriLLM(Estimator):
         return gb
 
     def _stream_source(self, problem):
-        """(source, prop_steps, query ∇f(θ_T) flat float32, f(θ_T), the measure)."""
+        """(source, prop_steps, query ∇f(θ_T) flat float32, f(θ_T), the measure, the memory
+        estimate in GiB)."""
         from bt_core.attribution.estimators.metagrad import logged_stream
         from bt_core.counterfactual.ladder import _measure_grad, _replay_segment
         from bt_core.counterfactual.metagrad import _replayed, _snapshot, _stored
@@ -332,8 +332,6 @@ class _DattriLLM(Estimator):
         kept = _replayed(stream, cuts, dtype)[0] if states == "replayed" else {}
         model = kept.pop(T)[0] if T in kept else cast_model(stream.model_at(T), dtype)
         nll, grad = _measure_grad(model, m.examples, stream.codec.pad_id)
-        names = [n for n, _ in model.named_parameters()]
-        sizes = [p.numel() for p in model.parameters()]
         per_step = int(np.bincount(steps[steps < T]).max()) if (steps < T).any() else 0
         gb = self._check_memory(problem, model, per_step, int(max(np.diff(cuts))), len(cuts), dtype)
 
@@ -363,12 +361,13 @@ class _DattriLLM(Estimator):
                 }
             return out
 
-        source = _Source(model, names, sizes, stream.codec, load)
+        source = _Source(model, stream.codec, load)
         query = torch.cat([g.reshape(-1) for g in grad]).float()
         return source, list(range(T)), query, nll, m, gb
 
     def _draw_source(self, problem):
-        """The draw's one update (module docstring): (source, [S], ∇f(θ'_∅), f(θ'_∅), measure)."""
+        """The draw's one update (module docstring): (source, [S], ∇f(θ'_∅), f(θ'_∅), measure,
+        the memory estimate in GiB)."""
         from bt_core.attribution.estimators.metagrad import draw_step
         from bt_core.counterfactual.metagrad import _hyper, _snapshot
         from bt_core.counterfactual.metagrad_draws import empty_step_grad
@@ -379,8 +378,6 @@ class _DattriLLM(Estimator):
         opt = problem.optimizer_at(s, model)
         nll, grad_f, _ = empty_step_grad(model, opt, m.examples, problem.codec.pad_id)
         st, hp = _snapshot(model, opt), _hyper(opt)
-        names = [n for n, _ in model.named_parameters()]
-        sizes = [p.numel() for p in model.parameters()]
         n = len(problem.rollouts)
         gb = self._check_memory(problem, model, n, 1, 0, grad_f.dtype)
         record = {
@@ -394,7 +391,7 @@ class _DattriLLM(Estimator):
             "part": problem.rollouts,
             "weight": np.full(n, -float(problem.extra["loss_weight"])),
         }
-        source = _Source(model, names, sizes, problem.codec, lambda _s: {s: record})
+        source = _Source(model, problem.codec, lambda _s: {s: record})
         return source, [s], grad_f.float(), nll, m, gb
 
     @single_threaded
@@ -487,8 +484,7 @@ class DVEmbDattri(_DattriLLM):
         from dattri_llm import DVEmbAttributor
 
         lr = _LoggedLR(source) if self.learning_rate == "logged" else float(self.learning_rate)
-        parts = torch.split(query[None], source.sizes, dim=1)
-        w = {n: t.contiguous() for n, t in zip(source.names, parts, strict=True)}
+        w = {n: t.contiguous() for n, t in source._split(query[None], dim=1).items()}
         scores, ids, _ = self._attributor(DVEmbAttributor)._propagate_test_and_score(
             w,
             1,
