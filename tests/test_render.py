@@ -588,3 +588,19 @@ def test_a_session_of_controls_alone_says_no_method_was_run(tmp_path):
         assert "no method was run" in out and "of the 0 methods" not in out
     full = _data()
     assert "of the 2 methods" in " ".join(summary.headline(full))
+
+
+def test_badge_names_what_kind_of_outside_code_an_estimator_is():
+    """A library the suite wraps is an adapter, named with its library; a user's entry point or
+    module path is a plug-in; a built-in gets no origin badge (the page once called adapters
+    plug-ins)."""
+    from bt_core.reporting.page import _badges
+
+    def badge(origin):
+        return _badges({"estimator_spec": {"origin": origin}, "role": "method"})
+
+    assert ">adapter · dattri-llm<" in badge("adapter:dattri-llm")
+    assert "plug-in" not in badge("adapter:kronfluence")
+    assert ">plug-in · my-dist<" in badge("plugin:my-dist")
+    assert ">plug-in<" in badge("path:my_method.py:Mine")
+    assert badge("builtin") == ""

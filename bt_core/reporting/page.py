@@ -106,6 +106,19 @@ def _reason_html(reason: str) -> str:
     return f"<p>{escape(head)}</p><ul>" + "".join(f"<li>{escape(p)}</li>" for p in parts) + "</ul>"
 
 
+def _origin_label(origin: str) -> str:
+    """The badge of an estimator that is not built in, from its origin
+    (`bt_core.attribution.registry.EstimatorSpec.origin`): a library the suite wraps is an adapter
+    (the suite's code around someone else's method), a distribution's entry point or a module path
+    is the user's own plug-in."""
+    kind, _, where = origin.partition(":")
+    if kind == "adapter":
+        return f"adapter · {where}"
+    if kind == "plugin":
+        return f"plug-in · {where}"
+    return "plug-in"
+
+
 def _badges(rec: dict) -> str:
     spec, role = rec.get("estimator_spec") or {}, summary.role(rec)
     out = ""
@@ -113,8 +126,9 @@ def _badges(rec: dict) -> str:
         out += '<span class="badge val">validation only · reads labels</span>'
     elif role == "control":
         out += '<span class="badge ctl">control</span>'
-    if spec.get("origin", "builtin") != "builtin":
-        out += f'<span class="badge ext" title="{escape(str(spec.get("origin")))}">plug-in</span>'
+    origin = str(spec.get("origin", "builtin"))
+    if origin != "builtin":
+        out += f'<span class="badge ext" title="{escape(origin)}">{escape(_origin_label(origin))}</span>'
     if spec.get("unsandboxed"):  # scored in a plain subprocess (docs/sandbox.md)
         why = escape(str((spec.get("scoring") or {}).get("why", "")))
         out += f'<span class="badge val" title="{why}">unsandboxed</span>'
