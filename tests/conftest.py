@@ -2,7 +2,8 @@
 
 Two tiers: tests that train or build artifacts carry the marker `train` (set here for every test
 that uses a fixture below that builds, and by hand on tests that train on their own); the rest are
-unit tests, a minute at most: ``pytest tests -m "not train"``. CI runs both.
+unit tests, a minute at most: ``pytest tests -m "not train"``. The long checks (`long`, below) run
+only where a `-m` expression names them. CI runs all three.
 """
 
 from __future__ import annotations
@@ -46,10 +47,35 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"sandbox: scoring is sandboxed ({found} at {path}); the sandboxed tests run"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# The long checks (marker `long`: each trains on its own, builds cold, or judges the ladder's rungs;
+# minutes each) are left out unless a `-m` expression names them, so that the README's test command
+# stays under 15 minutes on 2 cores; CI runs them right after it (`LONG_COMMAND`, `.ci/run`).
+LONG_COMMAND = "pytest tests -m long -n 2 --dist loadfile"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if BUILDING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.train)
+    if "long" in (config.option.markexpr or ""):
+        return  # `-m long`, `-m "not long"`, …: the expression decides, as for any marker
+    left = [i for i in items if i.get_closest_marker("long")]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = [i for i in items if not i.get_closest_marker("long")]
+        config.stash[LONG_LEFT] = len(left)
+
+
+LONG_LEFT = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    n = config.stash.get(LONG_LEFT, 0)
+    if n:
+        terminalreporter.write_line(
+            f"long checks: {n} left out of this run (they train or judge for minutes each); "
+            f"run them with: {LONG_COMMAND}"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -155,6 +155,10 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         ),
     ),
     "pytest tests": (Elsewhere(".ci/run", "CI's test command"),),
+    "pytest tests -m long -n 2 --dist loadfile": (
+        Elsewhere(".ci/run", "CI runs the long checks right after the README's test command"),
+        Elsewhere("tox.ini", "tox -e long runs them"),
+    ),
     "pytest tests/test_layout.py": (
         Elsewhere(
             "tests/test_layout.py::test_imports_point_down_the_stages", "a file of `pytest tests`"

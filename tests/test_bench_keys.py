@@ -41,6 +41,7 @@ def test_bad_options_say_what_to_write():
 
 
 @pytest.mark.train
+@pytest.mark.long
 def test_train_only_appends_one_line_per_build_each_on_its_own_key(tmp_path):
     """Run as a user runs it (its own process, no pin in its environment): two short builds, each
     trained again with a paired override (`--versus`) under the build's own key."""

@@ -90,6 +90,7 @@ SCALES["smoke"] = _small
 
 
 @pytest.mark.train
+@pytest.mark.long
 def test_xdist_cold_cache_builds_once_and_writes_one_scorecard(pytester, monkeypatch, tmp_path):
     """`pytest -n 2` on an empty cache: both workers need seed 0's artifacts at once; the file locks
     let one build each artifact while the other waits and loads it; both pass their share of the

@@ -28,6 +28,7 @@ def test_sketch_outside_torchrun_says_how_to_run_it(smoke_artifacts, tmp_path):
 
 
 @pytest.mark.train
+@pytest.mark.long
 def test_two_gloo_ranks_write_the_single_process_bytes(smoke_artifacts, smoke_cache, tmp_path):
     """2 ranks under torchrun sketch one smoke run; every file equals the cached single-process
     build's."""

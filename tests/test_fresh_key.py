@@ -39,6 +39,7 @@ IN_FULL_TIER = [
 
 
 @pytest.mark.train
+@pytest.mark.long
 @pytest.mark.parametrize(
     "key",
     [UNTUNED_KEYS[0], *(pytest.param(k, marks=IN_FULL_TIER) for k in UNTUNED_KEYS[1:])],

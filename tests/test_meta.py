@@ -2,20 +2,13 @@
 (`tests/adversaries.py`) with known properties get the expected verdicts at the smoke scale, in one
 run of the real suite."""
 
-import itertools
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from adversaries import ADVERSARIES
 from adversaries_process import PROCESS_ADVERSARIES
 from behaviortrace.checklist.controls import AIMED
+from judged_session import by_cell, judge
 from probes import PROBES
 
-ROOT = Path(__file__).resolve().parents[1]
 UNDECLARED = {
     "under_declared_target_reader": "targets",
     "undeclared_grad_norm": "grad_norm",
@@ -74,12 +67,6 @@ EXPECTED = {
 
 
 MODE: dict = {}  # the matrix session's scoring mode (its scorecard's meta)
-# issue 62's ladder below the ideal, judged in the matrix for the dose-response test (R0c, a side
-# branch, is not on the chain); the ideal is the chain's top. R3 is left out: it adds the clip,
-# which never acts at smoke, so R3 is R2 bit for bit there (test_ladder asserts it on seed 0; on
-# this key their LDS and CI were equal on all three seeds), and judging it cost the matrix 32 s.
-LADDER = ("ladder_r0", "ladder_r1", "ladder_r2", "ladder_r4")
-CHAIN = (*LADDER, "metagrad")
 
 
 @pytest.fixture(scope="module")
@@ -87,36 +74,15 @@ def matrix(tmp_path_factory, smoke_artifacts, smoke_cache):
     """Run the real suite once in a fresh directory (a subprocess, as a user would) on the session's
     smoke cache, with the built-in controls and every adversary; return the result and the
     records."""
-    d = tmp_path_factory.mktemp("meta")
-    ests = ",".join(
-        ["metagrad", *LADDER, "oracle", "random", "norm_only", "fluency"]
+    ests = (
+        ["metagrad", "oracle", "random", "norm_only", "fluency"]
         + [f"adversaries:{c}" for c in ADVERSARIES.values()]
         + [f"adversaries_process:{c}" for c in PROCESS_ADVERSARIES.values()]
         + [f"probes:{c}" for c in PROBES.values()]
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--scale=smoke",
-            f"--bt-cache={smoke_cache}",
-            "--bt-workers=1",
-            f"--estimator={ests}",
-        ],
-        cwd=d,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    card = json.loads((d / "scorecard.json").read_text())
+    res, card = judge(tmp_path_factory.mktemp("meta"), ests, smoke_cache)
     MODE.update(card["scoring"])
-    return res, {(r["estimator"], r["item"]): r for r in card["records"]}
+    return res, by_cell(card)
 
 
 def test_setup_is_valid_at_smoke(matrix):
@@ -257,8 +223,7 @@ def test_each_column_can_fail_while_another_passes(matrix):
     the others fail. The probes (tests/probes.py) are built for it: the exact ideal on one fixture
     and a confound (or noise) on the other; the controls and adversaries count too."""
     _, recs = matrix
-    # the rungs are not built to witness a column (each is the ideal, approximated)
-    names = sorted({e for e, _ in recs if e != "setup" and e not in LADDER})
+    names = sorted({e for e, _ in recs if e != "setup"})
     witnesses = {}
     for item in CAUSAL_ITEMS:
         for e in names:
@@ -267,29 +232,6 @@ def test_each_column_can_fail_while_another_passes(matrix):
                 witnesses.setdefault(item, []).append(e)
     missing = [i for i in CAUSAL_ITEMS if i not in witnesses]
     assert not missing, f"no estimator fails {missing} while passing another item"
-
-
-def test_the_ladder_climbs_on_the_pinned_smoke_key(matrix):
-    """Issue 62 req. 3 (`docs/ladder.md#dose-response`): the rungs are nested by construction, each
-    adding one thing the ideal propagates, so along the chain R0 → R1 → R2 → R4(1) → the ideal
-    (R3 = R2 at smoke: see LADDER), for each step a → b and each seed, b's causal LDS is at least
-    the lower end of a's 95% CI (a fall within a's CI is resampling noise, one beyond it a finding
-    about the items or the rungs), and b passes at least as many of the six causal items as a."""
-    _, recs = matrix
-    per_seed = {n: recs[(n, "counterfactual")]["figures"]["per_seed"] for n in CHAIN}
-    passed = {n: [i for i in CAUSAL_ITEMS if recs[(n, i)]["status"] == "pass"] for n in CHAIN}
-    seeds = sorted(per_seed["metagrad"])
-    assert seeds and all(sorted(per_seed[n]) == seeds for n in CHAIN), per_seed
-    table = {n: {s: round(per_seed[n][s]["lds"], 3) for s in seeds} for n in CHAIN}
-    for a, b in itertools.pairwise(CHAIN):
-        for s in seeds:
-            lo_a = per_seed[a][s]["ci"][0]
-            assert per_seed[b][s]["lds"] >= lo_a, (
-                f"seed {s}: {b}'s LDS {per_seed[b][s]['lds']:.3f} fell below {a}'s CI "
-                f"(lower end {lo_a:.3f}); the chain's LDS: {table}"
-            )
-        assert len(passed[b]) >= len(passed[a]), (a, passed[a], b, passed[b], table)
-    assert passed["metagrad"] == list(CAUSAL_ITEMS), passed
 
 
 # (probe) → (the items it must pass, the items it must fail): each answers one fixture's questions

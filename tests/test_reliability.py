@@ -83,6 +83,7 @@ def _segments(work: Path) -> list[int]:
 
 
 # --------------------------------------------------------------------------- kill -9, then resume
+@pytest.mark.long
 def test_training_killed_anywhere_resumes_to_the_same_bytes(
     smoke_scale, smoke_artifacts, forkserver, tmp_path
 ):
@@ -517,6 +518,7 @@ def _interrupt_mid_build(cmd: list[str], cache: Path, cwd: Path) -> tuple[int, s
     return proc.returncode, out, took
 
 
+@pytest.mark.long
 def test_ctrl_c_stops_a_cold_parallel_build_and_leaves_nothing_half_written(
     tmp_path, record_property
 ):

@@ -21,7 +21,7 @@ from bt_core.training.task import Task
 pytest.importorskip("trl")
 
 
-pytestmark = pytest.mark.train  # trains TRL runs
+pytestmark = [pytest.mark.train, pytest.mark.long]  # trains TRL runs (about 40 s)
 
 
 @pytest.fixture(scope="module")
