@@ -494,6 +494,14 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Run("python benchmarks/bench_ladder.py --help", cwd="root", expect="--methods"),
         Run("python benchmarks/bench_ladder.py --help", cwd="root", expect="--with"),
     ),
+    (
+        "python benchmarks/bench_ladder.py --scale default --bt-cache /tmp/ladk2/cache --rungs "
+        "--cheap --methods ekfac_kronfluence adamw_influence_dattri dvemb_dattri --with "
+        "/tmp/ladk2/out/ladder.jsonl --cost-seeds 0 --repeats 1 --out /tmp/fm/key2"
+    ): (
+        # the same campaign on key 2's build: the entry above checks the options
+        Run("python benchmarks/bench_ladder.py --help", cwd="root", expect="--methods"),
+    ),
     "python benchmarks/bench_linearity.py --scale default": (
         # five default seeds (about 3 min on 2 cores from a built cache): the smoke run of the entry
         # below runs the same tool with more options (the default `states` is checked in-process by
