@@ -7,9 +7,9 @@ program with arguments: `markdown_docs.commands`) to how it is exercised:
   benchmarks …` and `python benchmarks/…`): as written, or in a dry form that stops before the long
   part (pytest's `--collect-only`: every option parsed and checked and the estimator resolved, which
   is where usage errors exit 4; `--help`), or in a smoke form on the session's smoke cache. Its
-  tier: `unit` (seconds, no training), `train` (uses the smoke artifacts: `pytest tests` runs it) or
-  `full` (the documented command at its documented scale: minutes to hours, marked `full_scale` and
-  run by `tox -e benchmarks`).
+  tier: `unit` (seconds, no training), `train` (uses the smoke artifacts: a long check, which
+  `pytest tests -m long` runs) or `full` (the documented command at its documented scale: minutes
+  to hours, marked `full_scale` and run by `tox -e benchmarks`).
 * `Elsewhere` — exercised by a named test, `.ci/run` or a tox environment; the reference is checked
   here (the test exists, `.ci/run` or tox.ini holds the command), so it cannot go stale silently.
 
@@ -159,6 +159,10 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Elsewhere(".ci/run", "CI runs the long checks right after the README's test command"),
         Elsewhere("tox.ini", "tox -e long runs them"),
     ),
+    "tox -e long": (
+        Elsewhere("tox.ini", "the long tier's environment", "[testenv:long]"),
+        Elsewhere("tox.ini", "its command", "commands = pytest tests -m long -n 2 --dist loadfile"),
+    ),
     "pytest tests/test_layout.py": (
         Elsewhere(
             "tests/test_layout.py::test_imports_point_down_the_stages", "a file of `pytest tests`"
@@ -173,7 +177,7 @@ COMMANDS: dict[str, tuple[Run | Elsewhere, ...]] = {
         Elsewhere(
             "tox.ini",
             "tox is not a dependency; the envs' commands are the tiers above and ruff below",
-            "envlist = unit, tests, benchmarks-smoke, lint",
+            "envlist = unit, tests, long, benchmarks-smoke, lint",
         ),
     ),
     "ruff format --check bt_core checklist fixtures benchmarks tests conftest.py": (

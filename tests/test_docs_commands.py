@@ -129,6 +129,9 @@ def test_unit_tier_commands_run(doc: str, run: Run, expects: tuple[str, ...], tm
 TRAIN = _runs("train")
 
 
+# a long check (about 2 min of one core in all, each a documented benchmark or judged session on
+# the smoke cache): CI runs it after the README's test command (tests/conftest.py, `long`)
+@pytest.mark.long
 @pytest.mark.parametrize(("doc", "run", "expects"), TRAIN, ids=_ids(TRAIN))
 def test_train_tier_commands_run_on_the_smoke_cache(
     doc: str, run: Run, expects: tuple[str, ...], tmp_path, smoke_artifacts, smoke_cache
