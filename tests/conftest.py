@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -36,46 +38,49 @@ os.environ["BEHAVIORTRACE_CACHE"] = tempfile.mkdtemp(prefix="bt-test-cache-")
 atexit.register(shutil.rmtree, os.environ["BEHAVIORTRACE_CACHE"], True)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    """Whether the sandboxed scoring path runs in this session, or why not (issue 64: CI's log
-    says it; the sandboxed tests skip without bubblewrap)."""
-    from bt_core.attribution.sandbox import detect
-
-    path, found = detect()
-    if path is None:
-        return f"sandbox: scoring is not sandboxed here, so the sandboxed tests skip: {found}"
-    return f"sandbox: scoring is sandboxed ({found} at {path}); the sandboxed tests run"
-
-
 # The long checks (marker `long`: each trains on its own, builds cold, or judges the ladder's rungs;
 # minutes each) are left out unless a `-m` expression names them, so that the README's test command
 # stays under 15 minutes on 2 cores; CI runs them right after it (`LONG_COMMAND`, `.ci/run`).
 LONG_COMMAND = "pytest tests -m long -n 2 --dist loadfile"
 
 
+def _long_named(config: pytest.Config) -> bool:
+    """Whether this run asks for the long checks: a `-m` expression that names the marker."""
+    return re.search(r"\blong\b", config.option.markexpr or "") is not None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if BUILDING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.train)
-    if "long" in (config.option.markexpr or ""):
+    if _long_named(config):
         return  # `-m long`, `-m "not long"`, …: the expression decides, as for any marker
-    left = [i for i in items if i.get_closest_marker("long")]
+    # a file or test named on the command line runs even when long (`pytest tests/test_x.py`)
+    files = (a.split("::")[0] for a in config.args)
+    named = {Path(f).resolve() for f in files if f.endswith(".py")}
+    left = [i for i in items if i.get_closest_marker("long") and i.path.resolve() not in named]
     if left:
         config.hook.pytest_deselected(items=left)
-        items[:] = [i for i in items if not i.get_closest_marker("long")]
-        config.stash[LONG_LEFT] = len(left)
+        items[:] = [i for i in items if i not in left]
 
 
-LONG_LEFT = pytest.StashKey[int]()
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Whether the sandboxed scoring path runs in this session, or why not (issue 64: CI's log
+    says it; the sandboxed tests skip without bubblewrap); and that the long checks are left out
+    (the controller says it: under xdist only the workers collect)."""
+    from bt_core.attribution.sandbox import detect
 
-
-def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    n = config.stash.get(LONG_LEFT, 0)
-    if n:
-        terminalreporter.write_line(
-            f"long checks: {n} left out of this run (they train or judge for minutes each); "
-            f"run them with: {LONG_COMMAND}"
+    path, found = detect()
+    if path is None:
+        lines = [f"sandbox: scoring is not sandboxed here, so the sandboxed tests skip: {found}"]
+    else:
+        lines = [f"sandbox: scoring is sandboxed ({found} at {path}); the sandboxed tests run"]
+    if not _long_named(config):
+        lines.append(
+            "long checks (marker `long`, minutes each) are left out of this run unless named: "
+            f"CI runs them after it with {LONG_COMMAND}"
         )
+    return lines
 
 
 @pytest.fixture(scope="session")

@@ -165,7 +165,8 @@ def test_problem_without_a_kind_names_the_ones_it_has():
 
 def test_every_builtin_scores_every_smoke_problem(smoke_evidence_in_process: Evidence):
     # in this process: that sandboxed scores equal in-process ones is tests/test_sandbox.py's, and
-    # the meta matrix scores the built-ins through the sandbox (30 workers here cost 20 s)
+    # .ci/run's smoke suite scores the default built-ins through the sandbox (30 workers here cost
+    # 20 s)
     smoke_evidence = smoke_evidence_in_process
     seed = smoke_evidence.seeds[0]
     problems = [

@@ -31,7 +31,11 @@ def test_the_ladder_climbs_on_the_pinned_smoke_key(chain):
     (R3 = R2 at smoke: see LADDER), for each step a → b and each seed, b's causal LDS is at least
     the lower end of a's 95% CI (a fall within a's CI is resampling noise, one beyond it a finding
     about the items or the rungs), and b passes at least as many of the six causal items as a."""
+    from behaviortrace.checklist import GATING_SETUP_ITEMS
+
     recs = chain
+    for item in GATING_SETUP_ITEMS:  # a chain judged on a setup that failed would claim nothing
+        assert recs[("setup", item.name)]["status"] == "pass", recs[("setup", item.name)]["reason"]
     per_seed = {n: recs[(n, "counterfactual")]["figures"]["per_seed"] for n in CHAIN}
     passed = {n: [i for i in CAUSAL_ITEMS if recs[(n, i)]["status"] == "pass"] for n in CHAIN}
     seeds = sorted(per_seed["metagrad"])
