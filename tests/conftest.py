@@ -58,10 +58,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # a file or test named on the command line runs even when long (`pytest tests/test_x.py`)
     files = (a.split("::")[0] for a in config.args)
     named = {Path(f).resolve() for f in files if f.endswith(".py")}
-    left = [i for i in items if i.get_closest_marker("long") and i.path.resolve() not in named]
+    keep, left = [], []
+    for i in items:
+        (left if i.get_closest_marker("long") and i.path.resolve() not in named else keep).append(i)
     if left:
         config.hook.pytest_deselected(items=left)
-        items[:] = [i for i in items if i not in left]
+        items[:] = keep
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -6,8 +6,8 @@ the `long` tier)."""
 import itertools
 
 import pytest
+from behaviortrace.checklist import ESTIMATOR_ITEMS
 from judged_session import by_cell, judge
-from test_meta import CAUSAL_ITEMS
 
 pytestmark = pytest.mark.long
 
@@ -17,6 +17,7 @@ pytestmark = pytest.mark.long
 # seeds), and judging it cost the session 32 s.
 LADDER = ("ladder_r0", "ladder_r1", "ladder_r2", "ladder_r4")
 CHAIN = (*LADDER, "metagrad")
+CAUSAL_ITEMS = tuple(i.name for i in ESTIMATOR_ITEMS)  # every estimator item, judged causal
 
 
 @pytest.fixture(scope="module")
